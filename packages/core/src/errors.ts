@@ -1,0 +1,103 @@
+/**
+ * Every error @jobs throws is a `JobsError` with a stable `code` and, where it wraps another
+ * error, the original in `cause`.
+ */
+export type JobsErrorCode =
+  | 'VALIDATION'
+  | 'LOCK_LOST'
+  | 'UNRECOVERABLE'
+  | 'STORE'
+  | 'NOT_FOUND'
+  | 'INVALID_STATE'
+  | 'STOPPED'
+  | 'TIMEOUT';
+
+export class JobsError extends Error {
+  readonly code: JobsErrorCode;
+
+  constructor(code: JobsErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'JobsError';
+    this.code = code;
+  }
+}
+
+/** Bad input: an option, a payload, a cron expression. Nothing was written. */
+export class ValidationError extends JobsError {
+  /** The option or field that was wrong, e.g. `runAt` or `payload.to`. */
+  readonly field: string;
+
+  constructor(field: string, message: string, options?: { cause?: unknown }) {
+    super('VALIDATION', `${field}: ${message}`, options);
+    this.name = 'ValidationError';
+    this.field = field;
+  }
+}
+
+/**
+ * The caller no longer holds the job: its lease expired and someone else may have it, or the
+ * fencing token is stale. Whatever the caller wanted to write was not written.
+ */
+export class LockLostError extends JobsError {
+  readonly jobId: string;
+
+  constructor(jobId: string, message?: string) {
+    super('LOCK_LOST', message ?? `lease of job ${jobId} was lost (stale fencing token)`);
+    this.name = 'LockLostError';
+    this.jobId = jobId;
+  }
+}
+
+/**
+ * Throw from a handler to send the job straight to the dead-letter area, whatever retries it
+ * has left.
+ *
+ * @example
+ * if (!user) throw new UnrecoverableError(`user ${id} does not exist`);
+ */
+export class UnrecoverableError extends JobsError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('UNRECOVERABLE', message, options);
+    this.name = 'UnrecoverableError';
+  }
+}
+
+/** A store could not do what was asked; `cause` holds the driver's error. */
+export class StoreError extends JobsError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('STORE', message, options);
+    this.name = 'StoreError';
+  }
+}
+
+/** The job or schedule asked for does not exist. */
+export class NotFoundError extends JobsError {
+  constructor(message: string) {
+    super('NOT_FOUND', message);
+    this.name = 'NotFoundError';
+  }
+}
+
+/** The job is not in a state that allows the operation (e.g. retrying a job that is running). */
+export class InvalidStateError extends JobsError {
+  constructor(message: string) {
+    super('INVALID_STATE', message);
+    this.name = 'InvalidStateError';
+  }
+}
+
+/** Turns anything thrown into the `{ message, stack }` a job keeps as its last error. */
+export function toJobError(error: unknown): { message: string; stack: string | null } {
+  if (error instanceof Error) {
+    return { message: error.message || error.name, stack: error.stack ?? null };
+  }
+  return { message: typeof error === 'string' ? error : safeString(error), stack: null };
+}
+
+function safeString(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}

@@ -1,0 +1,675 @@
+/**
+ * `MemoryJobStore`: the reference `JobStore`, kept in process memory.
+ *
+ * It implements the contract in `store.ts` literally, so it is both the store for unit tests
+ * (inject a `FakeClock`) and the yardstick the SQL stores are measured against by
+ * `@jobs/conformance`. Every method runs synchronously inside its promise, so each call is one
+ * atomic step: no two acquirers can interleave, which is the memory store's "SKIP LOCKED".
+ * Nothing survives the process.
+ */
+import { randomUUID } from 'node:crypto';
+import { type Clock, systemClock } from './clock.js';
+import { StoreError } from './errors.js';
+import { dueTime, LEASE_EXPIRED_MESSAGE } from './sql/rows.js';
+import type {
+  AcquireRequest,
+  EnqueueOptions,
+  EnqueueResult,
+  Job,
+  JobFailure,
+  JobFilter,
+  JobRef,
+  JobState,
+  JobStore,
+  ListJobsRequest,
+  NewJob,
+  RecoverResult,
+  RetryPolicy,
+  SaveScheduleRequest,
+  ScheduleFire,
+  ScheduleFireResult,
+  ScheduleRecord,
+  SettleResult,
+  StatsRow,
+  StoreCapabilities,
+} from './store.js';
+
+export interface MemoryJobStoreOptions {
+  /** The store's clock; due times and leases are compared on it. Default: the machine's clock. */
+  clock?: Clock;
+}
+
+/** A stored job plus its numeric id, so ordering by insertion needs no parsing. */
+interface StoredJob {
+  seq: number;
+  job: Job;
+}
+
+const WAITING: ReadonlySet<JobState> = new Set<JobState>(['timer', 'async']);
+const UNFINISHED_FOR_SCHEDULE: ReadonlySet<JobState> = new Set<JobState>([
+  'timer',
+  'async',
+  'running',
+]);
+
+/**
+ * An in-memory job store: fast, deterministic with a fake clock, one process only.
+ *
+ * @example
+ * import { FakeClock, JobEngine, MemoryJobStore } from '@jobs/core';
+ * const clock = new FakeClock();
+ * const store = new MemoryJobStore({ clock });
+ * const engine = new JobEngine({ store, clock, handlers: { hello: async () => {} } });
+ */
+export class MemoryJobStore implements JobStore {
+  readonly name = 'memory';
+  readonly capabilities: StoreCapabilities = {
+    notifications: true,
+    skipLocked: true,
+    transactionalEnqueue: false,
+    multiProcess: false,
+  };
+
+  private readonly clock: Clock;
+  private readonly jobs = new Map<number, StoredJob>();
+  /** job key → id of the unfinished job holding it. */
+  private readonly keys = new Map<string, number>();
+  private readonly schedules = new Map<string, ScheduleRecord>();
+  private readonly listeners = new Set<() => void>();
+  private nextSeq = 1;
+  private closed = false;
+  private notifyPending = false;
+
+  constructor(options: MemoryJobStoreOptions = {}) {
+    this.clock = options.clock ?? systemClock;
+  }
+
+  async migrate(): Promise<void> {
+    this.assertOpen('migrate');
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.listeners.clear();
+  }
+
+  async now(): Promise<Date> {
+    this.assertOpen('now');
+    return this.currentTime();
+  }
+
+  async enqueue(jobs: readonly NewJob[], options?: EnqueueOptions): Promise<EnqueueResult[]> {
+    this.assertOpen('enqueue');
+    if (options?.tx !== undefined && options.tx !== null) {
+      throw new StoreError(
+        '[@jobs/core] memory store enqueue: transactions are not supported (capabilities.transactionalEnqueue is false)',
+      );
+    }
+    const results = this.insertJobs(jobs, this.currentTime());
+    if (results.some((r) => r.created)) this.notify();
+    return results;
+  }
+
+  async acquire(request: AcquireRequest): Promise<Job[]> {
+    this.assertOpen('acquire');
+    if (request.limit <= 0) return [];
+    const now = this.currentTime();
+    const nowMs = now.getTime();
+    const types = new Set(request.types);
+    const queues = request.queues ? new Set(request.queues) : null;
+    const tenants = request.tenants ? new Set(request.tenants) : null;
+
+    // Pass 1: scopes whose exclusive job holds a live lease, and the head of every scope (its
+    // first due waiting exclusive job by acquisition order, of any type, queue or tenant).
+    const busyScopes = new Set<string>();
+    const heads = new Map<string, StoredJob>();
+    for (const stored of this.jobs.values()) {
+      const job = stored.job;
+      if (!job.exclusive || job.scope === null) continue;
+      if (job.state === 'running') {
+        if (job.lockExpiresAt !== null && job.lockExpiresAt.getTime() > nowMs) {
+          busyScopes.add(job.scope);
+        }
+      } else if (WAITING.has(job.state) && job.dueAt.getTime() <= nowMs) {
+        const head = heads.get(job.scope);
+        if (!head || compareAcquisitionOrder(stored, head) < 0) heads.set(job.scope, stored);
+      }
+    }
+
+    // Pass 2: the first `limit` eligible jobs in acquisition order, kept in a small sorted
+    // array instead of sorting every due job. Only a scope's head is eligible, so one batch
+    // never holds two exclusive jobs of a scope.
+    const chosen: StoredJob[] = [];
+    for (const stored of this.jobs.values()) {
+      const job = stored.job;
+      if (!WAITING.has(job.state) || job.dueAt.getTime() > nowMs) continue;
+      if (!types.has(job.type)) continue;
+      if (queues && !queues.has(job.queue)) continue;
+      if (tenants && (job.tenantId === null || !tenants.has(job.tenantId))) continue;
+      if (job.exclusive && job.scope !== null) {
+        if (heads.get(job.scope) !== stored || busyScopes.has(job.scope)) continue;
+      }
+      insertBounded(chosen, stored, request.limit);
+    }
+
+    const token = randomUUID();
+    const lockExpiresAt = nowMs + request.leaseMs;
+    const acquired: Job[] = [];
+    for (const { job } of chosen) {
+      job.state = 'running';
+      job.lockOwner = request.owner;
+      job.lockExpiresAt = new Date(lockExpiresAt);
+      job.lockToken = token;
+      job.attempts += 1;
+      acquired.push(copyJob(job));
+    }
+    return acquired;
+  }
+
+  async complete(refs: readonly JobRef[]): Promise<SettleResult> {
+    this.assertOpen('complete');
+    const lost: string[] = [];
+    for (const ref of refs) {
+      const stored = this.held(ref);
+      if (!stored) {
+        lost.push(ref.id);
+        continue;
+      }
+      this.remove(stored);
+    }
+    return { lost };
+  }
+
+  /** `complete(done)` then `acquire(request)` as one atomic step. */
+  async completeAndAcquire(
+    done: readonly JobRef[],
+    request: AcquireRequest,
+  ): Promise<{ lost: string[]; jobs: Job[] }> {
+    const { lost } = await this.complete(done);
+    const jobs = await this.acquire(request);
+    return { lost, jobs };
+  }
+
+  async fail(failures: readonly JobFailure[]): Promise<SettleResult> {
+    this.assertOpen('fail');
+    const nowMs = this.clock.now();
+    const lost: string[] = [];
+    for (const failure of failures) {
+      const stored = this.held(failure);
+      if (!stored) {
+        lost.push(failure.id);
+        continue;
+      }
+      const job = stored.job;
+      if (failure.deadletter) {
+        job.state = 'deadletter';
+      } else {
+        job.state = 'timer';
+        job.dueAt = new Date(nowMs + failure.retryDelayMs);
+        job.retriesLeft -= 1;
+      }
+      clearLock(job);
+      job.lastError = { message: failure.error.message, stack: failure.error.stack ?? null };
+    }
+    return { lost };
+  }
+
+  async release(refs: readonly JobRef[]): Promise<SettleResult> {
+    this.assertOpen('release');
+    const lost: string[] = [];
+    let released = false;
+    for (const ref of refs) {
+      const stored = this.held(ref);
+      if (!stored) {
+        lost.push(ref.id);
+        continue;
+      }
+      const job = stored.job;
+      job.state = 'async';
+      job.attempts -= 1;
+      clearLock(job);
+      released = true;
+    }
+    if (released) this.notify();
+    return { lost };
+  }
+
+  async renewLeases(
+    owner: string,
+    leaseMs: number,
+    refs: readonly JobRef[],
+  ): Promise<SettleResult> {
+    this.assertOpen('renewLeases');
+    const expires = this.clock.now() + leaseMs;
+    const lost: string[] = [];
+    for (const ref of refs) {
+      const stored = this.held(ref);
+      if (!stored || stored.job.lockOwner !== owner) {
+        lost.push(ref.id);
+        continue;
+      }
+      stored.job.lockExpiresAt = new Date(expires);
+    }
+    return { lost };
+  }
+
+  async recoverExpiredLeases(limit: number): Promise<RecoverResult> {
+    this.assertOpen('recoverExpiredLeases');
+    const nowMs = this.clock.now();
+    const expired = [...this.jobs.values()]
+      .filter(
+        (s) =>
+          s.job.state === 'running' &&
+          s.job.lockExpiresAt !== null &&
+          s.job.lockExpiresAt.getTime() <= nowMs,
+      )
+      .sort(
+        (a, b) =>
+          (a.job.lockExpiresAt?.getTime() ?? 0) - (b.job.lockExpiresAt?.getTime() ?? 0) ||
+          a.seq - b.seq,
+      )
+      .slice(0, Math.max(0, limit));
+    const result: RecoverResult = { requeued: [], deadlettered: [] };
+    for (const { job } of expired) {
+      if (job.retriesLeft > 0) {
+        job.state = 'async';
+        job.retriesLeft -= 1;
+        result.requeued.push(job.id);
+      } else {
+        job.state = 'deadletter';
+        result.deadlettered.push(job.id);
+      }
+      clearLock(job);
+      job.lastError = { message: LEASE_EXPIRED_MESSAGE, stack: null };
+    }
+    if (result.requeued.length > 0) this.notify();
+    return result;
+  }
+
+  async nextDueAt(
+    request: Omit<AcquireRequest, 'owner' | 'limit' | 'leaseMs'>,
+  ): Promise<Date | null> {
+    this.assertOpen('nextDueAt');
+    const types = new Set(request.types);
+    let min: number | null = null;
+    for (const { job } of this.jobs.values()) {
+      if (!WAITING.has(job.state) || !types.has(job.type)) continue;
+      if (request.queues && !request.queues.includes(job.queue)) continue;
+      if (request.tenants && (job.tenantId === null || !request.tenants.includes(job.tenantId))) {
+        continue;
+      }
+      const due = job.dueAt.getTime();
+      if (min === null || due < min) min = due;
+    }
+    return min === null ? null : new Date(min);
+  }
+
+  subscribe(listener: () => void): () => void {
+    this.assertOpen('subscribe');
+    this.listeners.add(listener);
+    return () => {
+      this.listeners.delete(listener);
+    };
+  }
+
+  // ---- admin ----
+
+  async getJob(id: string): Promise<Job | null> {
+    this.assertOpen('getJob');
+    const stored = this.byId(id);
+    return stored ? copyJob(stored.job) : null;
+  }
+
+  async listJobs(request: ListJobsRequest): Promise<Job[]> {
+    this.assertOpen('listJobs');
+    const matching = [...this.jobs.values()]
+      .filter((s) => matchesFilter(s.job, request))
+      .sort((a, b) => a.seq - b.seq);
+    const offset = Math.max(0, request.offset);
+    return matching.slice(offset, offset + Math.max(0, request.limit)).map((s) => copyJob(s.job));
+  }
+
+  async retryDeadletter(id: string, retries: number): Promise<Job | null> {
+    this.assertOpen('retryDeadletter');
+    const stored = this.byId(id);
+    if (stored?.job.state !== 'deadletter') return null;
+    const job = stored.job;
+    job.state = 'async';
+    job.dueAt = this.currentTime();
+    job.retriesLeft = retries;
+    clearLock(job);
+    this.notify();
+    return copyJob(job);
+  }
+
+  async deleteJob(id: string): Promise<boolean> {
+    this.assertOpen('deleteJob');
+    const stored = this.byId(id);
+    if (!stored) return false;
+    this.remove(stored);
+    return true;
+  }
+
+  async suspend(filter: JobFilter): Promise<number> {
+    this.assertOpen('suspend');
+    let count = 0;
+    for (const { job } of this.jobs.values()) {
+      if (!WAITING.has(job.state) || !matchesFilter(job, filter)) continue;
+      job.suspendedFrom = job.state as 'timer' | 'async';
+      job.state = 'suspended';
+      count += 1;
+    }
+    return count;
+  }
+
+  async activate(filter: JobFilter): Promise<number> {
+    this.assertOpen('activate');
+    let count = 0;
+    for (const { job } of this.jobs.values()) {
+      if (job.state !== 'suspended' || !matchesFilter(job, filter)) continue;
+      job.state = job.suspendedFrom ?? 'async';
+      job.suspendedFrom = null;
+      count += 1;
+    }
+    if (count > 0) this.notify();
+    return count;
+  }
+
+  async stats(): Promise<StatsRow[]> {
+    this.assertOpen('stats');
+    const counts = new Map<string, StatsRow>();
+    for (const { job } of this.jobs.values()) {
+      const key = `${job.type}\u0000${job.state}`;
+      const row = counts.get(key);
+      if (row) row.count += 1;
+      else counts.set(key, { type: job.type, state: job.state, count: 1 });
+    }
+    return [...counts.values()].sort(
+      (a, b) => compareStrings(a.type, b.type) || compareStrings(a.state, b.state),
+    );
+  }
+
+  // ---- schedules ----
+
+  async saveSchedule(request: SaveScheduleRequest): Promise<ScheduleRecord> {
+    this.assertOpen('saveSchedule');
+    const now = this.currentTime();
+    const existing = this.schedules.get(request.name);
+    const spec = cloneJson(request.spec);
+    const nextAt = request.nextAt ? new Date(request.nextAt) : null;
+    if (!existing) {
+      const record: ScheduleRecord = {
+        name: request.name,
+        spec,
+        nextAt,
+        paused: false,
+        pendingMisfire: false,
+        skipped: 0,
+        fired: 0,
+        version: 1,
+        createdAt: now,
+        updatedAt: new Date(now),
+      };
+      this.schedules.set(request.name, record);
+      return copySchedule(record);
+    }
+    existing.spec = spec;
+    existing.nextAt = nextAt;
+    existing.version += 1;
+    existing.updatedAt = now;
+    if (request.resetProgress) {
+      existing.fired = 0;
+      existing.skipped = 0;
+      existing.pendingMisfire = false;
+    }
+    return copySchedule(existing);
+  }
+
+  async getSchedule(name: string): Promise<ScheduleRecord | null> {
+    this.assertOpen('getSchedule');
+    const record = this.schedules.get(name);
+    return record ? copySchedule(record) : null;
+  }
+
+  async listSchedules(): Promise<ScheduleRecord[]> {
+    this.assertOpen('listSchedules');
+    return [...this.schedules.values()]
+      .sort((a, b) => compareStrings(a.name, b.name))
+      .map(copySchedule);
+  }
+
+  async deleteSchedule(name: string): Promise<boolean> {
+    this.assertOpen('deleteSchedule');
+    return this.schedules.delete(name);
+  }
+
+  async setSchedulePaused(name: string, paused: boolean): Promise<ScheduleRecord | null> {
+    this.assertOpen('setSchedulePaused');
+    const record = this.schedules.get(name);
+    if (!record) return null;
+    record.paused = paused;
+    record.version += 1;
+    record.updatedAt = this.currentTime();
+    return copySchedule(record);
+  }
+
+  async dueSchedules(limit: number): Promise<ScheduleRecord[]> {
+    this.assertOpen('dueSchedules');
+    const nowMs = this.clock.now();
+    return [...this.schedules.values()]
+      .filter(
+        (s) =>
+          !s.paused && ((s.nextAt !== null && s.nextAt.getTime() <= nowMs) || s.pendingMisfire),
+      )
+      .sort(
+        (a, b) =>
+          (a.nextAt?.getTime() ?? Number.POSITIVE_INFINITY) -
+            (b.nextAt?.getTime() ?? Number.POSITIVE_INFINITY) || compareStrings(a.name, b.name),
+      )
+      .slice(0, Math.max(0, limit))
+      .map(copySchedule);
+  }
+
+  async fireSchedule(fire: ScheduleFire): Promise<ScheduleFireResult> {
+    this.assertOpen('fireSchedule');
+    const record = this.schedules.get(fire.name);
+    if (!record || record.version !== fire.version) return { status: 'conflict', jobs: [] };
+    const now = this.currentTime();
+    let status: ScheduleFireResult['status'] = 'fired';
+    let jobs: Job[] = [];
+    const busy =
+      fire.overlap !== 'allow' &&
+      [...this.jobs.values()].some(
+        (s) => s.job.schedule === fire.name && UNFINISHED_FOR_SCHEDULE.has(s.job.state),
+      );
+    if (busy && fire.overlap === 'skip') {
+      record.skipped += 1;
+      status = 'skipped';
+    } else if (busy) {
+      record.pendingMisfire = true;
+      status = 'coalesced';
+    } else {
+      const results = this.insertJobs(fire.jobs, now);
+      jobs = results.map((r) => r.job);
+      record.pendingMisfire = false;
+      record.fired += fire.occurrences;
+      if (results.some((r) => r.created)) this.notify();
+    }
+    record.nextAt = fire.nextAt ? new Date(fire.nextAt) : null;
+    record.version += 1;
+    record.updatedAt = now;
+    return { status, jobs };
+  }
+
+  // ---- internals ----
+
+  private currentTime(): Date {
+    return new Date(this.clock.now());
+  }
+
+  private assertOpen(operation: string): void {
+    if (this.closed) {
+      throw new StoreError(`[@jobs/core] memory store ${operation}: the store is closed`);
+    }
+  }
+
+  private byId(id: string): StoredJob | undefined {
+    // Ids are decimal strings of the sequence; anything else ("01", "abc") names no job.
+    if (!/^[1-9][0-9]*$/.test(id)) return undefined;
+    return this.jobs.get(Number(id));
+  }
+
+  /** The job if it is running under this exact token. */
+  private held(ref: JobRef): StoredJob | undefined {
+    const stored = this.byId(ref.id);
+    if (stored?.job.state !== 'running' || stored.job.lockToken !== ref.token) {
+      return undefined;
+    }
+    return stored;
+  }
+
+  private remove(stored: StoredJob): void {
+    this.jobs.delete(stored.seq);
+    const key = stored.job.key;
+    if (key !== null && this.keys.get(key) === stored.seq) this.keys.delete(key);
+  }
+
+  private insertJobs(jobs: readonly NewJob[], now: Date): EnqueueResult[] {
+    const nowMs = now.getTime();
+    return jobs.map((input) => {
+      if (input.key !== null) {
+        const holder = this.keys.get(input.key);
+        const existing = holder === undefined ? undefined : this.jobs.get(holder);
+        if (existing) return { job: copyJob(existing.job), created: false };
+      }
+      const seq = this.nextSeq++;
+      const due = dueTime(input, now);
+      const job: Job = {
+        id: String(seq),
+        type: input.type,
+        payload: cloneJson(input.payload),
+        state: due.getTime() > nowMs ? 'timer' : 'async',
+        priority: input.priority,
+        dueAt: due,
+        retriesLeft: input.retries,
+        attempts: 0,
+        scope: input.scope,
+        exclusive: input.exclusive,
+        key: input.key,
+        tenantId: input.tenantId,
+        queue: input.queue,
+        lastError: null,
+        createdAt: new Date(nowMs),
+        lockOwner: null,
+        lockExpiresAt: null,
+        lockToken: null,
+        retryPolicy: input.retryPolicy ? (cloneJson(input.retryPolicy) as RetryPolicy) : null,
+        suspendedFrom: null,
+        schedule: input.schedule,
+        occurrence: input.occurrence ? new Date(input.occurrence) : null,
+        shard: input.shard ? { index: input.shard.index, count: input.shard.count } : null,
+      };
+      this.jobs.set(seq, { seq, job });
+      if (input.key !== null) this.keys.set(input.key, seq);
+      return { job: copyJob(job), created: true };
+    });
+  }
+
+  /**
+   * Wakes subscribers once per burst of writes, after the current call has returned, as a
+   * database notification arrives after commit.
+   */
+  private notify(): void {
+    if (this.notifyPending || this.listeners.size === 0) return;
+    this.notifyPending = true;
+    setImmediate(() => {
+      this.notifyPending = false;
+      if (this.closed) return;
+      for (const listener of [...this.listeners]) listener();
+    });
+  }
+}
+
+function compareAcquisitionOrder(a: StoredJob, b: StoredJob): number {
+  return (
+    b.job.priority - a.job.priority ||
+    a.job.dueAt.getTime() - b.job.dueAt.getTime() ||
+    a.seq - b.seq
+  );
+}
+
+/** Inserts `item` into `sorted` (acquisition order), keeping at most `limit` items. */
+function insertBounded(sorted: StoredJob[], item: StoredJob, limit: number): void {
+  const last = sorted[sorted.length - 1];
+  if (sorted.length >= limit && last && compareAcquisitionOrder(item, last) >= 0) return;
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (compareAcquisitionOrder(sorted[mid] as StoredJob, item) <= 0) lo = mid + 1;
+    else hi = mid;
+  }
+  sorted.splice(lo, 0, item);
+  if (sorted.length > limit) sorted.pop();
+}
+
+function compareStrings(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function matchesFilter(job: Job, filter: JobFilter): boolean {
+  if (filter.state !== undefined) {
+    const states: readonly JobState[] =
+      typeof filter.state === 'string' ? [filter.state] : filter.state;
+    if (!states.includes(job.state)) return false;
+  }
+  if (filter.type !== undefined && job.type !== filter.type) return false;
+  if (filter.scope !== undefined && job.scope !== filter.scope) return false;
+  if (filter.tenantId !== undefined && job.tenantId !== filter.tenantId) return false;
+  if (filter.queue !== undefined && job.queue !== filter.queue) return false;
+  if (filter.schedule !== undefined && job.schedule !== filter.schedule) return false;
+  return true;
+}
+
+function clearLock(job: Job): void {
+  job.lockOwner = null;
+  job.lockExpiresAt = null;
+  job.lockToken = null;
+}
+
+/** Stores JSON as a SQL store would: what JSON cannot carry is lost here too. */
+function cloneJson(value: unknown): unknown {
+  if (value === undefined) return null;
+  return JSON.parse(JSON.stringify(value));
+}
+
+/** A copy callers may mutate without touching the store. Payloads are plain JSON. */
+function copyJob(job: Job): Job {
+  return {
+    ...job,
+    payload:
+      job.payload === null || typeof job.payload !== 'object'
+        ? job.payload
+        : structuredClone(job.payload),
+    dueAt: new Date(job.dueAt),
+    lastError: job.lastError ? { ...job.lastError } : null,
+    createdAt: new Date(job.createdAt),
+    lockExpiresAt: job.lockExpiresAt ? new Date(job.lockExpiresAt) : null,
+    retryPolicy: job.retryPolicy ? { ...job.retryPolicy } : null,
+    occurrence: job.occurrence ? new Date(job.occurrence) : null,
+    shard: job.shard ? { ...job.shard } : null,
+  };
+}
+
+function copySchedule(record: ScheduleRecord): ScheduleRecord {
+  return {
+    ...record,
+    spec:
+      record.spec === null || typeof record.spec !== 'object'
+        ? record.spec
+        : structuredClone(record.spec),
+    nextAt: record.nextAt ? new Date(record.nextAt) : null,
+    createdAt: new Date(record.createdAt),
+    updatedAt: new Date(record.updatedAt),
+  };
+}

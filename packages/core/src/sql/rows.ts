@@ -1,0 +1,204 @@
+/**
+ * What every SQL store shares: the column names of the jobs and schedules tables, and the
+ * mapping between rows and `Job` / `ScheduleRecord`. Dialects keep only their SQL text and
+ * driver glue.
+ *
+ * Table `<prefix>jobs`:
+ *   id (auto-increment, insertion order), type, payload (JSON text or jsonb), state, priority,
+ *   due_at, retries_left, attempts, scope, exclusive, job_key (unique among rows), tenant_id,
+ *   queue, last_error_message, last_error_stack, created_at, lock_owner, lock_expires_at,
+ *   lock_token, retry_policy (JSON text), suspended_from, schedule_name, occurrence,
+ *   shard_index, shard_count
+ * Table `<prefix>schedules`:
+ *   name (primary key), spec (JSON text), next_at, paused, pending_misfire, skipped, fired,
+ *   version, created_at, updated_at
+ * A finished job's row is deleted.
+ */
+import { ValidationError } from '../errors.js';
+import type { Job, JobState, NewJob, RetryPolicy, ScheduleRecord } from '../store.js';
+
+export type SqlValue = string | number | bigint | boolean | Date | null | Buffer | object;
+export type SqlRow = Record<string, unknown>;
+
+/** Columns an INSERT of a new job writes, in this order (see `newJobValues`). */
+export const INSERT_JOB_COLUMNS = [
+  'type',
+  'payload',
+  'state',
+  'priority',
+  'due_at',
+  'retries_left',
+  'attempts',
+  'scope',
+  'exclusive',
+  'job_key',
+  'tenant_id',
+  'queue',
+  'created_at',
+  'retry_policy',
+  'schedule_name',
+  'occurrence',
+  'shard_index',
+  'shard_count',
+] as const;
+
+/**
+ * Values for `INSERT_JOB_COLUMNS`, given the store's `now` and how the dialect writes times and
+ * booleans. The state is `timer` when the job is due later than now, `async` otherwise.
+ */
+export function newJobValues(
+  job: NewJob,
+  now: Date,
+  encode: {
+    time: (d: Date) => SqlValue;
+    bool: (b: boolean) => SqlValue;
+    json?: (v: unknown) => SqlValue;
+  },
+): SqlValue[] {
+  const due = dueTime(job, now);
+  const json = encode.json ?? ((v: unknown) => JSON.stringify(v));
+  return [
+    job.type,
+    json(job.payload),
+    due.getTime() > now.getTime() ? 'timer' : 'async',
+    job.priority,
+    encode.time(due),
+    job.retries,
+    0,
+    job.scope,
+    encode.bool(job.exclusive),
+    job.key,
+    job.tenantId,
+    job.queue,
+    encode.time(now),
+    job.retryPolicy ? JSON.stringify(job.retryPolicy) : null,
+    job.schedule,
+    job.occurrence ? encode.time(job.occurrence) : null,
+    job.shard ? job.shard.index : null,
+    job.shard ? job.shard.count : null,
+  ];
+}
+
+/** The due time of a new job: `(dueAt ?? now) + delayMs`. */
+export function dueTime(job: Pick<NewJob, 'dueAt' | 'delayMs'>, now: Date): Date {
+  return new Date((job.dueAt ?? now).getTime() + job.delayMs);
+}
+
+/** Reads a time column as written by any driver: Date, epoch ms (number/bigint) or ISO text. */
+export function readTime(value: unknown): Date {
+  if (value instanceof Date) return value;
+  if (typeof value === 'number') return new Date(value);
+  if (typeof value === 'bigint') return new Date(Number(value));
+  if (typeof value === 'string') {
+    // MySQL/SQLite text without a zone is UTC by our convention.
+    const iso = /[zZ]|[+-]\d\d:?\d\d$/.test(value) ? value : `${value.replace(' ', 'T')}Z`;
+    const d = new Date(iso);
+    if (!Number.isNaN(d.getTime())) return d;
+  }
+  throw new TypeError(`cannot read a time from ${String(value)}`);
+}
+
+export function readOptionalTime(value: unknown): Date | null {
+  return value === null || value === undefined ? null : readTime(value);
+}
+
+export function readBool(value: unknown): boolean {
+  if (typeof value === 'boolean') return value;
+  if (typeof value === 'number' || typeof value === 'bigint') return Number(value) !== 0;
+  if (typeof value === 'string') return value === '1' || value === 'true' || value === 't';
+  if (Buffer.isBuffer(value)) return value[0] === 1;
+  return false;
+}
+
+function readInt(value: unknown): number {
+  return typeof value === 'number' ? value : Number(value);
+}
+
+function readJson(value: unknown): unknown {
+  if (typeof value === 'string') return JSON.parse(value);
+  if (Buffer.isBuffer(value)) return JSON.parse(value.toString('utf8'));
+  return value;
+}
+
+function readString(value: unknown): string | null {
+  if (value === null || value === undefined) return null;
+  return typeof value === 'string' ? value : String(value);
+}
+
+/** Maps a row of the jobs table (any driver) to a `Job`. */
+export function rowToJob(row: SqlRow): Job {
+  const message = readString(row.last_error_message);
+  const shardIndex = row.shard_index;
+  return {
+    id: String(row.id),
+    type: String(row.type),
+    payload: readJson(row.payload),
+    state: String(row.state) as JobState,
+    priority: readInt(row.priority),
+    dueAt: readTime(row.due_at),
+    retriesLeft: readInt(row.retries_left),
+    attempts: readInt(row.attempts),
+    scope: readString(row.scope),
+    exclusive: readBool(row.exclusive),
+    key: readString(row.job_key),
+    tenantId: readString(row.tenant_id),
+    queue: String(row.queue),
+    lastError:
+      message === null ? null : { message, stack: readString(row.last_error_stack) ?? null },
+    createdAt: readTime(row.created_at),
+    lockOwner: readString(row.lock_owner),
+    lockExpiresAt: readOptionalTime(row.lock_expires_at),
+    lockToken: readString(row.lock_token),
+    retryPolicy:
+      row.retry_policy === null || row.retry_policy === undefined
+        ? null
+        : (readJson(row.retry_policy) as RetryPolicy),
+    suspendedFrom: readString(row.suspended_from) as Job['suspendedFrom'],
+    schedule: readString(row.schedule_name),
+    occurrence: readOptionalTime(row.occurrence),
+    shard:
+      shardIndex === null || shardIndex === undefined
+        ? null
+        : { index: readInt(shardIndex), count: readInt(row.shard_count) },
+  };
+}
+
+/** Maps a row of the schedules table (any driver) to a `ScheduleRecord`. */
+export function rowToSchedule(row: SqlRow): ScheduleRecord {
+  return {
+    name: String(row.name),
+    spec: readJson(row.spec),
+    nextAt: readOptionalTime(row.next_at),
+    paused: readBool(row.paused),
+    pendingMisfire: readBool(row.pending_misfire),
+    skipped: readInt(row.skipped),
+    fired: readInt(row.fired),
+    version: readInt(row.version),
+    createdAt: readTime(row.created_at),
+    updatedAt: readTime(row.updated_at),
+  };
+}
+
+/**
+ * Checks a table prefix or schema name: letters, digits and `_`, starting with a letter or `_`,
+ * at most `max` characters. Identifiers are interpolated into SQL, so nothing else gets in.
+ */
+export function assertIdentifier(
+  value: string,
+  field: string,
+  options: { allowEmpty?: boolean; max?: number } = {},
+): string {
+  const max = options.max ?? 48;
+  if (value === '' && options.allowEmpty) return value;
+  if (typeof value !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(value) || value.length > max) {
+    throw new ValidationError(
+      field,
+      `must be an identifier of letters, digits and _ (not starting with a digit, at most ${max} characters), got ${JSON.stringify(value)}`,
+    );
+  }
+  return value;
+}
+
+/** Error message stored when a lease expires (crash, OOM, blocked event loop). */
+export const LEASE_EXPIRED_MESSAGE =
+  'lease expired: the owner stopped renewing it (crash or stall)';
