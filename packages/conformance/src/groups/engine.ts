@@ -1,0 +1,333 @@
+import { type EngineOptions, type Job, JobEngine, type JobStore, LockLostError } from '@jobs/core';
+import { expect, it } from 'vitest';
+import { acquire, enqueueJobs, type Harness, sleep, waitFor } from '../harness.js';
+import { spawnEnginePeer } from '../process-peer.js';
+
+/** Starts an engine on `store` and stops it after the test (before the stores close). */
+async function startEngine(h: Harness, store: JobStore, options: Omit<EngineOptions, 'store'>) {
+  const engine = new JobEngine({ store, ...options });
+  h.defer(() => engine.stop({ timeoutMs: 1_000 }));
+  await engine.start();
+  return engine;
+}
+
+async function isEmpty(store: JobStore): Promise<boolean> {
+  return (await store.listJobs({ limit: 1, offset: 0 })).length === 0;
+}
+
+/** Counts handler runs per job id. */
+function runCounter() {
+  const runs = new Map<string, number>();
+  return {
+    runs,
+    record(job: Job): void {
+      runs.set(job.id, (runs.get(job.id) ?? 0) + 1);
+    },
+    twice(): string[] {
+      return [...runs].filter(([, n]) => n > 1).map(([id]) => id);
+    },
+  };
+}
+
+/**
+ * A real `JobEngine` from `@jobs/core` on the store: the invariants as users meet them
+ * (1, 3, 4, 6, 8, 15 end to end).
+ */
+export function engineGroup(h: Harness): void {
+  it('many jobs enqueued through engines on several peers each run exactly once', async () => {
+    const store = await h.open();
+    const peers = await h.peers(store, 3);
+    const counter = runCounter();
+    const handlers = { work: async (job: Job) => counter.record(job) };
+    const engines = await Promise.all(
+      peers.map((peer) => startEngine(h, peer, { handlers, concurrency: 4, leaseMs: 5_000 })),
+    );
+    const total = 150;
+    const ids: string[] = [];
+    for (let i = 0; i < total; i += 25) {
+      const batch = Array.from({ length: 25 }, (_, j) => ({ type: 'work', payload: { n: i + j } }));
+      ids.push(...(await engines[i % engines.length]!.enqueueMany(batch)).map((j) => j.id));
+    }
+    await waitFor(
+      'every job to run',
+      async () => counter.runs.size === total && isEmpty(store),
+      30_000,
+    );
+    expect(counter.twice()).toEqual([]);
+    expect([...counter.runs.keys()].sort()).toEqual([...ids].sort());
+  });
+
+  it('a job enqueued by a client engine is run by a worker engine on another connection', async () => {
+    const store = await h.open();
+    const [clientStore, workerStore] = await h.peers(store, 2);
+    const client = await startEngine(h, clientStore!, {});
+    const ran: string[] = [];
+    await startEngine(h, workerStore!, {
+      handlers: { work: async (job: Job) => void ran.push(job.id) },
+      leaseMs: 5_000,
+    });
+    const job = await client.enqueue('work', { hello: 'world' });
+    await waitFor('the worker to run it', async () => ran.length === 1 && isEmpty(store), 15_000);
+    expect(ran).toEqual([job.id]);
+  });
+
+  it('mixed worker pools: each engine runs only the types it has handlers for', async () => {
+    const store = await h.open();
+    const [pa, pb] = await h.peers(store, 2);
+    const ranBy = new Map<string, string>();
+    const record = (engine: string) => async (job: Job) => {
+      ranBy.set(`${job.type}:${job.id}`, engine);
+    };
+    const a = await startEngine(h, pa!, { handlers: { alpha: record('a') }, leaseMs: 5_000 });
+    await startEngine(h, pb!, { handlers: { beta: record('b') }, leaseMs: 5_000 });
+    await a.enqueueMany(
+      Array.from({ length: 20 }, (_, i) => ({ type: i % 2 === 0 ? 'alpha' : 'beta' })),
+    );
+    await waitFor('every job to run', async () => ranBy.size === 20 && isEmpty(store), 15_000);
+    for (const [key, engine] of ranBy) {
+      expect(engine, key).toBe(key.startsWith('alpha') ? 'a' : 'b');
+    }
+  });
+
+  it('a job running 5 times its lease runs once: the engine keeps renewing its lease', async () => {
+    const store = await h.open();
+    const peers = await h.peers(store, 2);
+    const leaseMs = 450;
+    const counter = runCounter();
+    const lost: string[] = [];
+    const handlers = {
+      work: async (job: Job) => {
+        counter.record(job);
+        await sleep(leaseMs * 5);
+      },
+    };
+    const engines = await Promise.all(
+      peers.map((peer) => startEngine(h, peer, { handlers, concurrency: 2, leaseMs })),
+    );
+    for (const engine of engines) engine.on('lease-lost', ({ job }) => lost.push(job.id));
+    const job = await engines[0]!.enqueue('work', {});
+    await waitFor(
+      'the long job to finish',
+      async () => counter.runs.size === 1 && isEmpty(store),
+      20_000,
+    );
+    await sleep(leaseMs); // a second run would have started by now
+    expect(counter.runs.get(job.id)).toBe(1);
+    expect(lost).toEqual([]);
+  });
+
+  it('stop releases prefetched jobs at once, without counting an attempt', async () => {
+    const store = await h.open();
+    let unblock: () => void = () => {};
+    const blocker = new Promise<void>((resolve) => {
+      unblock = resolve;
+    });
+    const started: string[] = [];
+    const engine = await startEngine(h, store, {
+      handlers: {
+        work: async (job: Job) => {
+          started.push(job.id);
+          await blocker;
+        },
+      },
+      concurrency: 1,
+      prefetch: 4,
+      leaseMs: 10_000,
+    });
+    const jobs = await engine.enqueueMany(Array.from({ length: 5 }, () => ({ type: 'work' })));
+    await waitFor('one running and the rest prefetched', async () => {
+      const s = engine.snapshot();
+      return s.executing === 1 && s.prefetched === 4;
+    });
+    const stopping = engine.stop({ timeoutMs: 10_000 });
+    // Released while the running job still runs.
+    await waitFor('the prefetched jobs to be released', async () => {
+      const waiting = await store.listJobs({ state: 'async', limit: 10, offset: 0 });
+      return waiting.length === 4 ? waiting : undefined;
+    });
+    unblock();
+    await stopping;
+    expect(started).toEqual([jobs[0]!.id]);
+    await h.expectStored(store, jobs[0]!.id, null);
+    for (const job of jobs.slice(1)) {
+      await h.expectStored(store, job.id, {
+        state: 'async',
+        attempts: 0,
+        retriesLeft: job.retriesLeft,
+        lockToken: null,
+        lockOwner: null,
+      });
+    }
+  });
+
+  it('a stop that times out aborts the handler’s signal and releases its job', async () => {
+    const store = await h.open();
+    const engine = await startEngine(h, store, {
+      handlers: {
+        work: (_job: Job, ctx) =>
+          new Promise((_, reject) => {
+            ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason));
+          }),
+      },
+      concurrency: 1,
+      leaseMs: 10_000,
+    });
+    const job = await engine.enqueue('work', {});
+    await waitFor('the job to start', async () => engine.snapshot().executing === 1);
+    await engine.stop({ timeoutMs: 100 });
+    await h.expectStored(store, job.id, { state: 'async', attempts: 0, lockToken: null });
+  });
+
+  it('the job of a crashed owner is run by an engine once its lease expires', async () => {
+    const store = await h.open();
+    const [job] = await enqueueJobs(store, [{}]);
+    const [stranded] = await acquire(store, { owner: 'crashed', leaseMs: 200 });
+    expect(stranded!.id).toBe(job!.id);
+    const attempts: number[] = [];
+    await startEngine(h, store, {
+      handlers: { work: async (_job: Job, ctx) => void attempts.push(ctx.attempt) },
+      leaseMs: 300,
+    });
+    await waitFor(
+      'the stranded job to run',
+      async () => attempts.length === 1 && isEmpty(store),
+      15_000,
+    );
+    expect(attempts).toEqual([2]);
+  });
+
+  it('a failing job is retried after its backoff, then dead-lettered with its error', async () => {
+    const store = await h.open();
+    const attempts: number[] = [];
+    const engine = await startEngine(h, store, {
+      handlers: {
+        work: async (_job: Job, ctx) => {
+          attempts.push(ctx.attempt);
+          throw new Error(`attempt ${ctx.attempt} failed`);
+        },
+      },
+      retry: { kind: 'fixed', delayMs: 30 },
+      leaseMs: 5_000,
+    });
+    const job = await engine.enqueue('work', {}, { retries: 2 });
+    const dead = await waitFor('the job to be dead-lettered', async () => {
+      const current = await store.getJob(job.id);
+      return current?.state === 'deadletter' ? current : undefined;
+    });
+    expect(attempts).toEqual([1, 2, 3]);
+    expect(dead).toMatchObject({ attempts: 3, retriesLeft: 0, lockToken: null });
+    expect(dead.lastError?.message).toBe('attempt 3 failed');
+  });
+
+  it('exclusive jobs of one scope never run at once across engines, and start in order', async () => {
+    const store = await h.open();
+    const peers = await h.peers(store, 3);
+    const active = new Map<string, number>();
+    const order = new Map<string, number[]>();
+    const overlaps: string[] = [];
+    let done = 0;
+    const handlers = {
+      work: async (job: Job<{ scope: string; n: number }>) => {
+        const { scope, n } = job.payload;
+        const now = (active.get(scope) ?? 0) + 1;
+        active.set(scope, now);
+        if (now > 1) overlaps.push(`${scope}#${n}`);
+        order.set(scope, [...(order.get(scope) ?? []), n]);
+        await sleep(2);
+        active.set(scope, (active.get(scope) ?? 1) - 1);
+        done += 1;
+      },
+    };
+    const engines = await Promise.all(
+      peers.map((peer) => startEngine(h, peer, { handlers, concurrency: 4, leaseMs: 5_000 })),
+    );
+    const perScope = 12;
+    const scopes = ['a', 'b'];
+    await engines[0]!.enqueueMany(
+      Array.from({ length: perScope * scopes.length }, (_, i) => {
+        const scope = scopes[i % scopes.length]!;
+        const n = Math.floor(i / scopes.length);
+        return { type: 'work', payload: { scope, n }, options: { scope, exclusive: true } };
+      }),
+    );
+    await waitFor(
+      'every exclusive job to run',
+      async () => done === perScope * scopes.length && isEmpty(store),
+      30_000,
+    );
+    expect(overlaps).toEqual([]);
+    for (const scope of scopes) {
+      expect(order.get(scope)).toEqual(Array.from({ length: perScope }, (_, n) => n));
+    }
+  });
+
+  it('a handler whose lease is lost sees its signal aborted with LockLostError', async () => {
+    const store = await h.open();
+    let reason: unknown;
+    let started = false;
+    const engine = await startEngine(h, store, {
+      handlers: {
+        work: (_job: Job, ctx) =>
+          new Promise<void>((resolve) => {
+            started = true;
+            ctx.signal.addEventListener('abort', () => {
+              reason = ctx.signal.reason;
+              resolve();
+            });
+          }),
+      },
+      leaseMs: 300,
+    });
+    const job = await engine.enqueue('work', {});
+    await waitFor('the job to start', async () => started);
+    // Someone else takes the job away: the next heartbeat finds the lease gone.
+    expect(await store.deleteJob(job.id)).toBe(true);
+    await waitFor('the handler to be aborted', async () => reason !== undefined, 10_000);
+    expect(reason).toBeInstanceOf(LockLostError);
+  });
+
+  it('jobs held by a crashed process (SIGKILL), running or prefetched, run elsewhere once', async (ctx) => {
+    const store = await h.open();
+    const spec = h.processPeer(store);
+    if (!spec || !store.capabilities.multiProcess) {
+      ctx.skip('no processPeer option or the store is not multiProcess');
+      return;
+    }
+    const jobs = await enqueueJobs(
+      store,
+      Array.from({ length: 6 }, (_, i) => ({ payload: { i } })),
+    );
+    const child = spawnEnginePeer(spec, {
+      type: 'work',
+      concurrency: 2,
+      prefetch: 4,
+      leaseMs: 400,
+    });
+    h.defer(() => child.kill());
+    await child.ready;
+    await waitFor(
+      'the child to hold every job',
+      async () => {
+        const running = await store.listJobs({ state: 'running', limit: 10, offset: 0 });
+        return running.length === jobs.length && child.started().length === 2;
+      },
+      15_000,
+    );
+    await child.kill();
+    const attempts = new Map<string, number[]>();
+    await startEngine(h, store, {
+      handlers: {
+        work: async (job: Job, c) => {
+          attempts.set(job.id, [...(attempts.get(job.id) ?? []), c.attempt]);
+        },
+      },
+      leaseMs: 300,
+    });
+    await waitFor(
+      'every job to run',
+      async () => attempts.size === jobs.length && isEmpty(store),
+      15_000,
+    );
+    for (const job of jobs) expect(attempts.get(job.id), job.id).toEqual([2]);
+  });
+}

@@ -1,0 +1,217 @@
+/**
+ * What every group file shares: opening fresh stores and peers (and closing them after each
+ * test), a builder for new jobs, acquire with defaults, the raw-row check and small waiting
+ * helpers. Groups never share state, so any test can run alone.
+ */
+import {
+  type AcquireRequest,
+  type Job,
+  type JobRef,
+  type JobStore,
+  type NewJob,
+  rowToJob,
+} from '@jobs/core';
+import { expect } from 'vitest';
+import type { ConformanceOptions, ProcessPeerSpec } from './options.js';
+
+/** The job type the suite enqueues unless a test says otherwise. */
+export const WORK = 'work';
+
+/** A valid `NewJob` with neutral defaults: due now, priority 0, 3 retries, queue `default`. */
+export function makeNewJob(overrides: Partial<NewJob> = {}): NewJob {
+  return {
+    type: WORK,
+    payload: {},
+    dueAt: null,
+    delayMs: 0,
+    priority: 0,
+    retries: 3,
+    scope: null,
+    exclusive: false,
+    key: null,
+    tenantId: null,
+    queue: 'default',
+    retryPolicy: null,
+    schedule: null,
+    occurrence: null,
+    shard: null,
+    ...overrides,
+  };
+}
+
+/** `{ id, token }` of a job returned by acquire. */
+export function refOf(job: Job): JobRef {
+  if (job.lockToken === null) throw new Error(`job ${job.id} has no lock token (not acquired?)`);
+  return { id: job.id, token: job.lockToken };
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Polls `probe` until it returns a value other than undefined/false, or fails after `timeoutMs`. */
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined | false>,
+  timeoutMs = 10_000,
+  intervalMs = 10,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(intervalMs);
+  }
+}
+
+/** Acquire with the suite's defaults: owner `owner-a`, limit 100, 30 s lease, type `work`. */
+export function acquire(store: JobStore, request: Partial<AcquireRequest> = {}): Promise<Job[]> {
+  return store.acquire({
+    owner: 'owner-a',
+    limit: 100,
+    leaseMs: 30_000,
+    types: [WORK],
+    queues: null,
+    tenants: null,
+    ...request,
+  });
+}
+
+/** Enqueues jobs and returns the stored jobs in input order. */
+export async function enqueueJobs(
+  store: JobStore,
+  jobs: readonly Partial<NewJob>[],
+): Promise<Job[]> {
+  const results = await store.enqueue(jobs.map((j) => makeNewJob(j)));
+  return results.map((r) => r.job);
+}
+
+/** The store's clock, in ms. */
+export async function storeNow(store: JobStore): Promise<number> {
+  return (await store.now()).getTime();
+}
+
+/**
+ * The time the store acquired a job, on its clock: the lease started there. Lets tests check
+ * "never before due" without trusting the test machine's timing.
+ */
+export function acquiredAt(job: Job, leaseMs: number): number {
+  if (job.lockExpiresAt === null) throw new Error(`job ${job.id} has no lease`);
+  return job.lockExpiresAt.getTime() - leaseMs;
+}
+
+export class Harness<S extends JobStore = JobStore> {
+  readonly rounds: number;
+  readonly peerCount: number;
+  readonly processCount: number;
+  private opened: { store: S; peers: JobStore[] }[] = [];
+  private deferred: (() => Promise<void>)[] = [];
+
+  constructor(readonly options: ConformanceOptions<S>) {
+    this.rounds = options.rounds ?? 10;
+    this.peerCount = options.peers ?? 4;
+    this.processCount = options.processes ?? 2;
+  }
+
+  /** True when peers are separate connections (not the store itself). */
+  get hasPeers(): boolean {
+    return this.options.connectPeer !== undefined;
+  }
+
+  get hasRaw(): boolean {
+    return this.options.readRaw !== undefined;
+  }
+
+  /** A fresh store on an empty database, migrated twice (migrate must be idempotent). */
+  async open(): Promise<S> {
+    const store = await this.options.createStore();
+    const entry = { store, peers: [] as JobStore[] };
+    this.opened.push(entry);
+    await store.migrate();
+    await store.migrate();
+    return store;
+  }
+
+  /**
+   * `count` other store instances on the same database (each with its own connections), or
+   * `store` itself repeated when the options give no `connectPeer`.
+   */
+  async peers(store: S, count = this.peerCount): Promise<JobStore[]> {
+    const connect = this.options.connectPeer;
+    if (!connect) return Array.from({ length: count }, () => store);
+    const entry = this.opened.find((e) => e.store === store);
+    if (!entry) throw new Error('peers() needs a store opened by this harness');
+    const peers: JobStore[] = [];
+    for (let i = 0; i < count; i++) {
+      const peer = await connect(store);
+      entry.peers.push(peer);
+      peers.push(peer);
+    }
+    return peers;
+  }
+
+  /** One peer; see `peers`. */
+  async peer(store: S): Promise<JobStore> {
+    const [peer] = await this.peers(store, 1);
+    return peer as JobStore;
+  }
+
+  processPeer(store: S): ProcessPeerSpec | null {
+    return this.options.processPeer ? this.options.processPeer(store) : null;
+  }
+
+  /** The raw row of `id` read around the store, mapped like a SQL store maps it; null if absent. */
+  async raw(store: S, id: string): Promise<Job | null> {
+    const read = this.options.readRaw;
+    if (!read) throw new Error('raw() needs options.readRaw');
+    const row = await read(store, id);
+    return row === null ? null : rowToJob(row);
+  }
+
+  /**
+   * Checks the stored row of `id` around the store when `readRaw` is given (and always checks
+   * what `getJob` returns): `expected` null means "no row".
+   */
+  async expectStored(store: S, id: string, expected: Partial<Job> | null): Promise<void> {
+    const seen = await store.getJob(id);
+    if (expected === null) expect(seen, `getJob(${id})`).toBeNull();
+    else expect(seen, `getJob(${id})`).toMatchObject(expected);
+    if (!this.hasRaw) return;
+    const row = await this.raw(store, id);
+    if (expected === null) expect(row, `raw row of job ${id}`).toBeNull();
+    else expect(row, `raw row of job ${id}`).toMatchObject(expected);
+  }
+
+  /** Runs `fn` after the current test, before its stores close (e.g. stopping engines). */
+  defer(fn: () => Promise<void>): void {
+    this.deferred.push(fn);
+  }
+
+  /** Closes every store and peer opened by the current test, then destroys the stores. */
+  async cleanup(): Promise<void> {
+    const deferred = this.deferred.reverse();
+    this.deferred = [];
+    const opened = this.opened;
+    this.opened = [];
+    const errors: unknown[] = [];
+    for (const fn of deferred) await fn().catch((e: unknown) => errors.push(e));
+    for (const { store, peers } of opened) {
+      for (const peer of peers) {
+        if (peer === store) continue;
+        await peer.close().catch((e: unknown) => errors.push(e));
+      }
+      await store.close().catch((e: unknown) => errors.push(e));
+      if (this.options.destroyStore) {
+        await this.options.destroyStore(store).catch((e: unknown) => errors.push(e));
+      }
+    }
+    if (errors.length > 0) {
+      throw new AggregateError(
+        errors,
+        `[@jobs/conformance] cleanup: ${errors.length} close error(s)`,
+      );
+    }
+  }
+}

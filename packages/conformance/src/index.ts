@@ -1,0 +1,179 @@
+/**
+ * `@jobs/conformance`: the vitest suite every `JobStore` must pass, one file per invariant
+ * group, plus `FlakyJobStore`, a fault-injecting wrapper.
+ *
+ * @example
+ * import { runJobStoreConformance } from '@jobs/conformance';
+ * import { MyJobStore } from '../src/index.js';
+ * runJobStoreConformance({ name: 'mine', createStore: async () => new MyJobStore(freshDatabase()) });
+ */
+import type { JobStore } from '@jobs/core';
+import { afterEach, describe } from 'vitest';
+import { acquireGroup } from './groups/acquire.js';
+import { adminGroup } from './groups/admin.js';
+import { clockGroup } from './groups/clock.js';
+import { deadletterGroup } from './groups/deadletter.js';
+import { durabilityGroup } from './groups/durability.js';
+import { engineGroup } from './groups/engine.js';
+import { enqueueGroup } from './groups/enqueue.js';
+import { exclusiveGroup } from './groups/exclusive.js';
+import { failureGroup } from './groups/failure.js';
+import { faultsGroup } from './groups/faults.js';
+import { leasesGroup } from './groups/leases.js';
+import { lifecycleGroup } from './groups/lifecycle.js';
+import { notificationsGroup } from './groups/notifications.js';
+import { ownershipGroup } from './groups/ownership.js';
+import { recoveryGroup } from './groups/recovery.js';
+import { releaseGroup } from './groups/release.js';
+import { scheduleEngineGroup } from './groups/schedule-engine.js';
+import { schedulesGroup } from './groups/schedules.js';
+import { suspensionGroup } from './groups/suspension.js';
+import { timersGroup } from './groups/timers.js';
+import { transactionsGroup } from './groups/transactions.js';
+import { Harness } from './harness.js';
+import { type ConformanceOptions, GROUP_NAMES, type GroupName } from './options.js';
+
+export {
+  type FaultCounts,
+  FlakyJobStore,
+  type FlakyJobStoreOptions,
+  type FlakyMethod,
+  InjectedFaultError,
+} from './flaky-store.js';
+export {
+  acquire,
+  acquiredAt,
+  enqueueJobs,
+  Harness,
+  makeNewJob,
+  refOf,
+  sleep,
+  storeNow,
+  WORK,
+  waitFor,
+} from './harness.js';
+export {
+  type ConformanceOptions,
+  GROUP_NAMES,
+  type GroupName,
+  type ProcessPeerSpec,
+  type TransactionHooks,
+} from './options.js';
+
+type GroupDefinition = (h: Harness) => void;
+
+const GROUPS: Record<GroupName, { title: string; define: GroupDefinition }> = {
+  lifecycle: { title: 'migrate, close, capabilities', define: lifecycleGroup },
+  enqueue: { title: 'enqueue: ids, order, fields, unique keys (11)', define: enqueueGroup },
+  durability: { title: 'durability across connections (14)', define: durabilityGroup },
+  acquire: { title: 'acquire: order (9), filters (10), limit, complete', define: acquireGroup },
+  timers: { title: 'timers (5)', define: timersGroup },
+  ownership: { title: 'one owner under concurrent acquirers (1)', define: ownershipGroup },
+  leases: { title: 'leases and fencing tokens (2, 3)', define: leasesGroup },
+  recovery: { title: 'crash recovery of expired leases (4)', define: recoveryGroup },
+  failure: { title: 'failure and retry (6)', define: failureGroup },
+  deadletter: { title: 'dead-letter area (7)', define: deadletterGroup },
+  suspension: { title: 'suspension (7)', define: suspensionGroup },
+  exclusive: { title: 'exclusive scopes (8)', define: exclusiveGroup },
+  release: { title: 'release without an attempt (15)', define: releaseGroup },
+  notifications: {
+    title: 'wake-ups for subscribers on other connections',
+    define: notificationsGroup,
+  },
+  clock: { title: 'store clock (12)', define: clockGroup },
+  transactions: { title: 'transactional enqueue (13)', define: transactionsGroup },
+  admin: { title: 'admin: get, list, delete, stats', define: adminGroup },
+  schedules: {
+    title: 'schedules: upsert, due, compare-and-set fire, overlap',
+    define: schedulesGroup,
+  },
+  'schedule-engine': { title: 'schedules fired by racing runners', define: scheduleEngineGroup },
+  engine: { title: 'a real JobEngine on the store', define: engineGroup },
+  faults: { title: 'engines on the store with 20% injected faults', define: faultsGroup },
+};
+
+/** Why a group cannot run with these options, or null. */
+function automaticSkip(group: GroupName, options: ConformanceOptions<JobStore>): string | null {
+  if (group === 'transactions' && !options.transaction) {
+    return 'no `transaction` hooks given (the store has no transactional enqueue)';
+  }
+  if (group === 'notifications' && !options.connectPeer) {
+    return 'no `connectPeer` given: wake-ups are checked across connections';
+  }
+  if (group === 'durability' && !options.connectPeer) {
+    return 'no `connectPeer` given: durability is checked by reading through a new connection';
+  }
+  return null;
+}
+
+function validateOptions(options: ConformanceOptions<JobStore>): void {
+  if (!options || typeof options.name !== 'string' || options.name === '') {
+    throw new TypeError(
+      '[@jobs/conformance] runJobStoreConformance: `name` must be a non-empty string',
+    );
+  }
+  if (typeof options.createStore !== 'function') {
+    throw new TypeError(
+      '[@jobs/conformance] runJobStoreConformance: `createStore` must be a function',
+    );
+  }
+  for (const [group, reason] of Object.entries(options.skip ?? {})) {
+    if (!(GROUP_NAMES as readonly string[]).includes(group)) {
+      throw new TypeError(
+        `[@jobs/conformance] runJobStoreConformance: skip.${group} is not a group (groups: ${GROUP_NAMES.join(', ')})`,
+      );
+    }
+    if (typeof reason !== 'string' || reason.trim() === '') {
+      throw new TypeError(
+        `[@jobs/conformance] runJobStoreConformance: skip.${group} needs a reason (a non-empty string)`,
+      );
+    }
+  }
+  for (const field of ['rounds', 'peers', 'processes'] as const) {
+    const value = options[field];
+    if (value !== undefined && (!Number.isInteger(value) || value < 1)) {
+      throw new TypeError(
+        `[@jobs/conformance] runJobStoreConformance: ${field} must be a positive integer`,
+      );
+    }
+  }
+}
+
+/**
+ * Defines the conformance suite for a store in the calling vitest file: one `describe` per
+ * invariant group, a fresh store per test.
+ *
+ * @example
+ * runJobStoreConformance({
+ *   name: 'sqlite',
+ *   createStore: async () => new SqliteJobStore({ filename: freshFile() }),
+ *   connectPeer: async (store) => new SqliteJobStore({ filename: store.filename }),
+ *   skip: { transactions: 'reason why' },
+ * });
+ */
+export function runJobStoreConformance<S extends JobStore, Tx = unknown>(
+  options: ConformanceOptions<S, Tx>,
+): void {
+  const base = options as unknown as ConformanceOptions<JobStore>;
+  validateOptions(base);
+  const harness = new Harness<S>(options as unknown as ConformanceOptions<S>);
+  describe(`JobStore conformance: ${options.name}`, () => {
+    afterEach(async () => {
+      await harness.cleanup();
+    });
+    for (const group of GROUP_NAMES) {
+      const { title, define } = GROUPS[group];
+      const reason = options.skip?.[group] ?? automaticSkip(group, base);
+      if (reason !== null && reason !== undefined) {
+        // The group's tests are still listed, as skipped, under a title that gives the reason.
+        describe.skip(`${group}: ${title} — skipped: ${reason}`, () => {
+          define(harness as unknown as Harness);
+        });
+        continue;
+      }
+      describe(`${group}: ${title}`, () => {
+        define(harness as unknown as Harness);
+      });
+    }
+  });
+}
