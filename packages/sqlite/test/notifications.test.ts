@@ -1,0 +1,64 @@
+import { describe, expect, test } from 'vitest';
+import { newJob, openStore, peerOf, sleep } from './helpers.js';
+
+async function waitUntil(what: string, probe: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!probe()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(5);
+  }
+}
+
+describe('subscribe', () => {
+  test('a commit on another connection wakes subscribers (PRAGMA data_version)', async () => {
+    const store = await openStore({ notifyIntervalMs: 20 });
+    const peer = peerOf(store.db.name);
+    let wakes = 0;
+    const unsubscribe = store.subscribe(() => {
+      wakes += 1;
+    });
+    await sleep(60);
+    expect(wakes).toBe(0);
+    await peer.enqueue([newJob()]);
+    await waitUntil('a wake-up', () => wakes > 0);
+    unsubscribe();
+    const after = wakes;
+    await peer.enqueue([newJob()]);
+    await sleep(80);
+    expect(wakes).toBe(after);
+  });
+
+  test('enqueue, release and recovery on the store itself wake its own subscribers', async () => {
+    const store = await openStore();
+    let wakes = 0;
+    store.subscribe(() => {
+      wakes += 1;
+    });
+    await store.enqueue([newJob()]);
+    await waitUntil('a wake-up after enqueue', () => wakes === 1);
+    const [job] = await store.acquire({
+      owner: 'o',
+      limit: 1,
+      leaseMs: 1_000,
+      types: ['work'],
+      queues: null,
+      tenants: null,
+    });
+    await store.release([{ id: job!.id, token: job!.lockToken! }]);
+    await waitUntil('a wake-up after release', () => wakes === 2);
+  });
+
+  test('close stops the watcher and drops listeners', async () => {
+    const store = await openStore({ notifyIntervalMs: 10 });
+    const peer = peerOf(store.db.name);
+    let wakes = 0;
+    store.subscribe(() => {
+      wakes += 1;
+    });
+    await store.close();
+    await peer.enqueue([newJob()]);
+    await sleep(50);
+    expect(wakes).toBe(0);
+    expect(() => store.subscribe(() => {})).toThrow(/closed/);
+  });
+});
