@@ -1,0 +1,128 @@
+/**
+ * One dedicated connection that LISTENs on the store's channel and calls subscribers on every
+ * notification. If the connection drops (server restart, `pg_terminate_backend`, network), it
+ * reconnects with backoff and then wakes subscribers once, since notifications sent while it was
+ * away are lost.
+ */
+import pg from 'pg';
+
+export class NotificationListener {
+  private client: pg.Client | null = null;
+  private readonly listeners = new Set<() => void>();
+  private stopped = true;
+  private closed = false;
+  private connecting: Promise<void> | null = null;
+  private retryTimer: NodeJS.Timeout | null = null;
+  private backoffMs = 50;
+
+  constructor(
+    private readonly connection: pg.ClientConfig,
+    private readonly channel: string,
+    private readonly onError: (error: unknown) => void,
+  ) {}
+
+  /**
+   * Adds a subscriber; the first one opens the connection, which then stays open until `stop()`
+   * (the store's `close()`), so subscribers coming and going never race a closing connection.
+   */
+  add(listener: () => void): () => void {
+    if (this.closed) throw new Error('listener is stopped');
+    this.listeners.add(listener);
+    if (this.stopped) {
+      this.stopped = false;
+      this.connect();
+    }
+    return () => {
+      this.listeners.delete(listener);
+    };
+  }
+
+  /** Resolves once the listening connection is up (for tests and orderly startup). */
+  async ready(): Promise<void> {
+    while (!this.stopped && this.client === null) {
+      await (this.connecting ?? new Promise((resolve) => setTimeout(resolve, 10)));
+    }
+  }
+
+  /** The backend pid of the listening connection (tests terminate it to prove reconnects). */
+  async backendPid(): Promise<number | null> {
+    await this.ready();
+    const client = this.client;
+    if (!client) return null;
+    const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+    return rows[0]?.pid ?? null;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.closed = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = null;
+    await this.connecting?.catch(() => {});
+    const client = this.client;
+    this.client = null;
+    if (client) await client.end().catch(() => {});
+  }
+
+  private connect(): void {
+    this.connecting = this.open().finally(() => {
+      this.connecting = null;
+    });
+  }
+
+  private async open(): Promise<void> {
+    const client = new pg.Client(this.connection);
+    let dropped = false;
+    const onDrop = (error?: unknown): void => {
+      if (dropped) return;
+      dropped = true;
+      if (this.client === client) this.client = null;
+      client.end().catch(() => {});
+      if (this.stopped) return;
+      if (error) this.onError(error);
+      this.scheduleReconnect();
+    };
+    client.on('error', onDrop);
+    client.on('end', () => onDrop());
+    client.on('notification', () => {
+      if (this.client === client) this.wake();
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN "${this.channel}"`);
+    } catch (error) {
+      onDrop(error);
+      return;
+    }
+    if (this.stopped) {
+      dropped = true;
+      await client.end().catch(() => {});
+      return;
+    }
+    const wasReconnect = this.backoffMs > 50;
+    this.backoffMs = 50;
+    this.client = client;
+    // Anything enqueued while we were not listening went unheard: let subscribers look.
+    if (wasReconnect) this.wake();
+  }
+
+  private scheduleReconnect(): void {
+    const delay = this.backoffMs;
+    this.backoffMs = Math.min(this.backoffMs * 2, 5_000);
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      if (!this.stopped) this.connect();
+    }, delay);
+    this.retryTimer.unref?.();
+  }
+
+  private wake(): void {
+    for (const listener of [...this.listeners]) {
+      try {
+        listener();
+      } catch (error) {
+        this.onError(error);
+      }
+    }
+  }
+}

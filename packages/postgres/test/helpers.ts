@@ -1,0 +1,88 @@
+/**
+ * Test helpers: the database URL, a random schema per test file (dropped afterwards), and the
+ * one loud line when PostgreSQL is not running.
+ */
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { PostgresJobStore, type PostgresJobStoreOptions } from '../src/index.js';
+
+export const PG_URL = process.env.JOBS_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+/** True when the server answers. Under CI=true an unreachable server fails the run. */
+export async function pgReachable(): Promise<boolean> {
+  const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 2_000 });
+  try {
+    await client.connect();
+    await client.end();
+    return true;
+  } catch (error) {
+    if (process.env.CI === 'true') {
+      throw new Error(`PostgreSQL at ${PG_URL} is unreachable and CI=true`, { cause: error });
+    }
+    console.warn(
+      `\n!!! @jobs/postgres tests SKIPPED: no PostgreSQL at ${PG_URL} — start one (e.g. \`.ci/run\` or \`service postgresql start\`) or set JOBS_PG_URL\n`,
+    );
+    return false;
+  }
+}
+
+export const reachable = await pgReachable();
+
+export function randomSchema(prefix = 't'): string {
+  return `${prefix}_${randomBytes(5).toString('hex')}`;
+}
+
+/** A store on `schema` with its own pool (not migrated). */
+export function openStore(
+  schema: string,
+  options: Partial<PostgresJobStoreOptions> = {},
+): PostgresJobStore {
+  return new PostgresJobStore({ connectionString: PG_URL, schema, max: 5, ...options });
+}
+
+/** Runs one statement on a short-lived connection. */
+export async function sql<R extends pg.QueryResultRow = Record<string, unknown>>(
+  text: string,
+  values: unknown[] = [],
+): Promise<R[]> {
+  const client = new pg.Client({ connectionString: PG_URL });
+  await client.connect();
+  try {
+    return (await client.query<R>(text, values)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+export async function dropSchema(schema: string): Promise<void> {
+  await sql(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+}
+
+/** A NewJob with defaults. */
+export function newJob(
+  type: string,
+  over: Partial<import('@jobs/core').NewJob> = {},
+): import('@jobs/core').NewJob {
+  return {
+    type,
+    payload: {},
+    dueAt: null,
+    delayMs: 0,
+    priority: 0,
+    retries: 3,
+    scope: null,
+    exclusive: false,
+    key: null,
+    tenantId: null,
+    queue: 'default',
+    retryPolicy: null,
+    schedule: null,
+    occurrence: null,
+    shard: null,
+    ...over,
+  };
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
