@@ -1,0 +1,74 @@
+/**
+ * Test helpers: the server URL, a random database per test file (dropped afterwards), and the one
+ * loud line when MariaDB/MySQL is not running.
+ */
+import { randomBytes } from 'node:crypto';
+import mysql from 'mysql2/promise';
+import { MysqlJobStore, type MysqlJobStoreOptions } from '../src/index.js';
+
+export const MYSQL_URL = process.env.JOBS_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
+
+/** True when the server answers. Under CI=true an unreachable server fails the run. */
+export async function mysqlReachable(): Promise<boolean> {
+  try {
+    const connection = await mysql.createConnection({ uri: MYSQL_URL, connectTimeout: 2_000 });
+    await connection.end();
+    return true;
+  } catch (error) {
+    if (process.env.CI === 'true') {
+      throw new Error(`MySQL/MariaDB at ${MYSQL_URL} is unreachable and CI=true`, { cause: error });
+    }
+    console.warn(
+      `\n!!! @jobs/mysql tests SKIPPED: no MySQL/MariaDB at ${MYSQL_URL} — start one (\`service mariadb start\` or \`.ci/run\`) or set JOBS_MYSQL_URL\n`,
+    );
+    return false;
+  }
+}
+
+export const reachable = await mysqlReachable();
+
+export function randomName(prefix = 'jobs_test'): string {
+  return `${prefix}_${randomBytes(5).toString('hex')}`;
+}
+
+/** Runs statements on a short-lived connection. */
+export async function sql(
+  text: string,
+  values: unknown[] = [],
+): Promise<Record<string, unknown>[]> {
+  const connection = await mysql.createConnection({ uri: MYSQL_URL, dateStrings: true });
+  try {
+    const [rows] = await connection.query(text, values);
+    return rows as Record<string, unknown>[];
+  } finally {
+    await connection.end();
+  }
+}
+
+/** Creates an empty database with a random name. */
+export async function createDatabase(): Promise<string> {
+  const name = randomName();
+  await sql(`CREATE DATABASE \`${name}\``);
+  return name;
+}
+
+export async function dropDatabase(name: string): Promise<void> {
+  await sql(`DROP DATABASE IF EXISTS \`${name}\``);
+}
+
+/** A store on `database` with its own small pool (not migrated). */
+export function openStore(
+  database: string,
+  options: Partial<MysqlJobStoreOptions> = {},
+): MysqlJobStore {
+  return new MysqlJobStore({ uri: MYSQL_URL, database, connectionLimit: 4, ...options });
+}
+
+/** The raw row of job `id`, read around the store. */
+export async function readRaw(
+  store: MysqlJobStore,
+  id: string,
+): Promise<Record<string, unknown> | null> {
+  const rows = await sql(`SELECT * FROM ${store.tables.jobs} WHERE id = ?`, [id]);
+  return rows[0] ?? null;
+}
