@@ -1,0 +1,133 @@
+/**
+ * Runs `@jobs/conformance` on a TypeormJobStore for one driver: an empty database per test,
+ * peers on DataSources of their own, child-process peers, raw rows read with plain SQL, and the
+ * caller's transaction as a TypeORM EntityManager.
+ */
+import { fileURLToPath } from 'node:url';
+import { runJobStoreConformance } from '@jobs/conformance';
+import type { EntityManager } from 'typeorm';
+import { DataSource } from 'typeorm';
+import { afterAll } from 'vitest';
+import { TypeormJobStore } from '../src/index.js';
+import { createTestDatabase, type Driver, type TestDatabase } from './databases.js';
+
+const PEER_MODULE = fileURLToPath(new URL('./process-peer.ts', import.meta.url));
+
+/**
+ * A test database with its DataSources. On PostgreSQL and MySQL a finished test's database is
+ * emptied (tables truncated, ids restarted) and handed to the next test with its DataSources
+ * still connected: creating a schema or database, connecting pools and running DDL for each of
+ * ~150 tests was most of the suite's time. SQLite files are cheap, so every test gets a new one.
+ * (Concurrent migrate on a really fresh database is covered in `migrate.test.ts`.)
+ */
+interface Slot {
+  db: TestDatabase;
+  main: DataSource;
+  peers: DataSource[];
+  peersUsed: number;
+}
+
+async function connect(db: TestDatabase): Promise<DataSource> {
+  const dataSource = new DataSource(db.options);
+  await dataSource.initialize();
+  return dataSource;
+}
+
+async function empty(slot: Slot, driver: Driver): Promise<void> {
+  if (driver === 'postgres') {
+    const schema = (slot.db.options as { schema: string }).schema;
+    await slot.main.query(`TRUNCATE "${schema}"."jobs", "${schema}"."schedules" RESTART IDENTITY`);
+  } else {
+    await slot.main.query('TRUNCATE TABLE `jobs`');
+    await slot.main.query('TRUNCATE TABLE `schedules`');
+  }
+}
+
+export function runTypeormConformance(driver: Driver): void {
+  const reuse = driver !== 'better-sqlite3';
+  const free: Slot[] = [];
+  const all: Slot[] = [];
+  const slots = new Map<TypeormJobStore, Slot>();
+  afterAll(async () => {
+    for (const slot of all) {
+      for (const ds of [slot.main, ...slot.peers]) if (ds.isInitialized) await ds.destroy();
+      await slot.db.drop();
+    }
+  });
+  runJobStoreConformance<TypeormJobStore, EntityManager>({
+    name: `typeorm-${driver}`,
+    createStore: async () => {
+      let slot = reuse ? free.pop() : undefined;
+      if (!slot) {
+        const db = await createTestDatabase(driver);
+        slot = { db, main: await connect(db), peers: [], peersUsed: 0 };
+        if (reuse) all.push(slot);
+      }
+      slot.peersUsed = 0;
+      const store = new TypeormJobStore({
+        dataSource: slot.main,
+        destroyDataSourceOnClose: !reuse,
+      });
+      slots.set(store, slot);
+      return store;
+    },
+    destroyStore: async (store) => {
+      const slot = slots.get(store);
+      slots.delete(store);
+      if (!slot) return;
+      if (!reuse) {
+        for (const ds of slot.peers) if (ds.isInitialized) await ds.destroy();
+        await slot.db.drop();
+        return;
+      }
+      await empty(slot, driver);
+      free.push(slot);
+    },
+    connectPeer: async (store) => {
+      const slot = slots.get(store);
+      if (!slot) throw new Error('unknown store');
+      let dataSource = slot.peers[slot.peersUsed];
+      if (!dataSource) {
+        dataSource = await connect(slot.db);
+        slot.peers.push(dataSource);
+      }
+      slot.peersUsed += 1;
+      // Each peer is its own DataSource (own pool); the harness closes the store, not the pool.
+      return new TypeormJobStore({ dataSource, destroyDataSourceOnClose: false });
+    },
+    processPeer: (store) => ({
+      module: PEER_MODULE,
+      args: { options: slots.get(store)?.db.options },
+      nodeArgs: ['--import', 'tsx'],
+    }),
+    readRaw: async (store, id) => {
+      const table =
+        driver === 'mysql'
+          ? '`jobs`'
+          : driver === 'postgres'
+            ? `"${(store.dataSource.options as { schema: string }).schema}"."jobs"`
+            : '"jobs"';
+      const rows = (await store.dataSource.query(
+        `SELECT * FROM ${table} WHERE id = ${driver === 'postgres' ? '$1' : '?'}`,
+        [id],
+      )) as Record<string, unknown>[];
+      return rows[0] ?? null;
+    },
+    transaction: {
+      begin: async (store) => {
+        const runner = store.dataSource.createQueryRunner();
+        await runner.connect();
+        await runner.startTransaction();
+        return runner.manager;
+      },
+      commit: async (manager) => {
+        await manager.queryRunner?.commitTransaction();
+        await manager.queryRunner?.release();
+      },
+      rollback: async (manager) => {
+        await manager.queryRunner?.rollbackTransaction();
+        await manager.queryRunner?.release();
+      },
+    },
+  });
+}

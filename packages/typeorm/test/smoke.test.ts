@@ -1,0 +1,173 @@
+import { makeNewJob } from '@jobs/conformance';
+import type { NewJob } from '@jobs/core';
+import { describe, expect, it } from 'vitest';
+import { TypeormJobStore } from '../src/index.js';
+import { createTestDatabase, openDataSource } from './databases.js';
+
+const job = (over: Partial<NewJob> = {}): NewJob =>
+  makeNewJob({ type: 'a', payload: { x: 1 }, ...over });
+
+describe.each(['better-sqlite3', 'postgres', 'mysql'] as const)('%s smoke', (driver) => {
+  it('does the basics', async () => {
+    const db = await createTestDatabase(driver);
+    const ds = await openDataSource(db);
+    const store = new TypeormJobStore({ dataSource: ds, destroyDataSourceOnClose: true });
+    try {
+      await store.migrate();
+      await store.migrate();
+      const now = await store.now();
+      expect(Math.abs(now.getTime() - Date.now())).toBeLessThan(5000);
+      const r = await store.enqueue([
+        job({ key: 'k' }),
+        job({ key: 'k' }),
+        job({ priority: 5 }),
+        job({ delayMs: 60_000 }),
+      ]);
+      expect(r.map((x) => x.created)).toEqual([true, false, true, true]);
+      expect(r[3]?.job.state).toBe('timer');
+      const got = await store.acquire({
+        owner: 'o',
+        limit: 10,
+        leaseMs: 1000,
+        types: ['a'],
+        queues: null,
+        tenants: null,
+      });
+      expect(got.map((j) => j.id)).toEqual([r[2]?.job.id, r[0]?.job.id]);
+      expect(got[0]?.state).toBe('running');
+      const refs = got.map((j) => ({ id: j.id, token: j.lockToken as string }));
+      expect(await store.renewLeases('o', 2000, refs)).toEqual({ lost: [] });
+      expect(await store.complete([refs[0]!, { id: refs[1]!.id, token: 'x' }])).toEqual({
+        lost: [refs[1]!.id],
+      });
+      expect(
+        await store.fail([
+          { ...refs[1]!, error: { message: 'm', stack: 's' }, deadletter: false, retryDelayMs: 10 },
+        ]),
+      ).toEqual({ lost: [] });
+      const failed = await store.getJob(refs[1]!.id);
+      expect(failed?.state).toBe('timer');
+      expect(failed?.lastError).toEqual({ message: 'm', stack: 's' });
+      expect(await store.getJob('nope')).toBeNull();
+      expect((await store.stats()).length).toBeGreaterThan(0);
+      expect(await store.suspend({ type: 'a' })).toBe(2);
+      expect(await store.activate({ type: 'a' })).toBe(2);
+      const s = await store.saveSchedule({
+        name: 's',
+        spec: { a: 1 },
+        nextAt: new Date(Date.now() - 1000),
+        resetProgress: false,
+      });
+      expect(s.version).toBe(1);
+      expect((await store.dueSchedules(10)).map((x) => x.name)).toEqual(['s']);
+      const f = await store.fireSchedule({
+        name: 's',
+        version: 1,
+        nextAt: new Date(Date.now() + 60_000),
+        overlap: 'skip',
+        jobs: [job({ schedule: 's' })],
+        occurrences: 1,
+      });
+      expect(f.status).toBe('fired');
+      const f2 = await store.fireSchedule({
+        name: 's',
+        version: 2,
+        nextAt: new Date(Date.now() + 60_000),
+        overlap: 'skip',
+        jobs: [job({ schedule: 's' })],
+        occurrences: 1,
+      });
+      expect(f2.status).toBe('skipped');
+      expect(
+        (
+          await store.fireSchedule({
+            name: 's',
+            version: 2,
+            nextAt: null,
+            overlap: 'skip',
+            jobs: [],
+            occurrences: 1,
+          })
+        ).status,
+      ).toBe('conflict');
+      expect(await store.nextDueAt({ types: ['a'], queues: null, tenants: null })).toBeInstanceOf(
+        Date,
+      );
+      expect(await store.recoverExpiredLeases(10)).toEqual({ requeued: [], deadlettered: [] });
+    } finally {
+      await store.close();
+      await db.drop();
+    }
+  });
+});
+
+describe.each(['better-sqlite3', 'postgres', 'mysql'] as const)('%s large batches', (driver) => {
+  it('settles 2,500 jobs in one call (statements are chunked under parameter limits)', async () => {
+    const db = await createTestDatabase(driver);
+    const ds = await openDataSource(db);
+    const store = new TypeormJobStore({ dataSource: ds, destroyDataSourceOnClose: true });
+    try {
+      await store.migrate();
+      await store.enqueue(Array.from({ length: 2_500 }, (_, i) => job({ payload: { i } })));
+      const got = await store.acquire({
+        owner: 'o',
+        limit: 2_500,
+        leaseMs: 60_000,
+        types: ['a'],
+        queues: null,
+        tenants: null,
+      });
+      expect(got).toHaveLength(2_500);
+      const refs = got.map((j) => ({ id: j.id, token: j.lockToken as string }));
+      expect(await store.renewLeases('o', 60_000, refs)).toEqual({ lost: [] });
+      const stale = { id: refs[0]!.id, token: 'stale' };
+      expect(await store.complete([...refs.slice(1), stale])).toEqual({ lost: [refs[0]!.id] });
+      expect((await store.stats()).map((s) => s.count)).toEqual([1]);
+    } finally {
+      await store.close();
+      await db.drop();
+    }
+  });
+});
+
+describe.each(['better-sqlite3', 'postgres', 'mysql'] as const)(
+  '%s completeAndAcquire',
+  (driver) => {
+    it('deletes the finished jobs held with their tokens, reports stale and malformed refs lost, and leases the next ones', async () => {
+      const db = await createTestDatabase(driver);
+      const ds = await openDataSource(db);
+      const store = new TypeormJobStore({ dataSource: ds, destroyDataSourceOnClose: true });
+      try {
+        await store.migrate();
+        const [a, b, c] = await store.enqueue([job(), job(), job()]);
+        const request = {
+          owner: 'o',
+          limit: 2,
+          leaseMs: 60_000,
+          types: ['a'],
+          queues: null,
+          tenants: null,
+        };
+        const first = await store.acquire(request);
+        expect(first.map((j) => j.id)).toEqual([a!.job.id, b!.job.id]);
+        const result = await store.completeAndAcquire(
+          [
+            { id: a!.job.id, token: first[0]!.lockToken as string },
+            { id: b!.job.id, token: 'stale' },
+            { id: 'abc', token: 'x' },
+          ],
+          { ...request, owner: 'o2' },
+        );
+        expect(result.lost).toEqual([b!.job.id, 'abc']);
+        expect(result.jobs.map((j) => [j.id, j.lockOwner, j.state])).toEqual([
+          [c!.job.id, 'o2', 'running'],
+        ]);
+        expect(await store.getJob(a!.job.id)).toBeNull();
+        expect((await store.getJob(b!.job.id))?.lockOwner).toBe('o');
+      } finally {
+        await store.close();
+        await db.drop();
+      }
+    });
+  },
+);
