@@ -1,0 +1,90 @@
+/**
+ * `pnpm bench [sqlite|postgres|mysql|typeorm ...] [--quick]`: runs the chosen suites (default:
+ * all of them; a suite whose database is unreachable reports that and is skipped) and prints a
+ * table per suite with ratios ours ÷ theirs.
+ */
+import { type BenchOptions, type BenchReport, type BenchSuite, printReport } from './harness.js';
+
+const SUITES = {
+  sqlite: { file: './sqlite.js', exportName: 'runSqliteBench' },
+  postgres: { file: './postgres.js', exportName: 'runPostgresBench' },
+  mysql: { file: './mysql.js', exportName: 'runMysqlBench' },
+  typeorm: { file: './typeorm.js', exportName: 'runTypeormBench' },
+} as const;
+type SuiteName = keyof typeof SUITES;
+
+function parseArgs(argv: readonly string[]): { suites: SuiteName[]; options: BenchOptions } {
+  const names: SuiteName[] = [];
+  let quick = false;
+  for (const arg of argv) {
+    if (arg === '--') continue;
+    if (arg === '--quick') quick = true;
+    else if (arg in SUITES) names.push(arg as SuiteName);
+    else {
+      console.error(
+        `unknown argument ${JSON.stringify(arg)}; usage: pnpm bench [${Object.keys(SUITES).join('|')} ...] [--quick]`,
+      );
+      process.exit(2);
+    }
+  }
+  return {
+    suites: names.length ? names : (Object.keys(SUITES) as SuiteName[]),
+    options: { quick },
+  };
+}
+
+async function loadSuite(name: SuiteName): Promise<BenchSuite | string> {
+  const { file, exportName } = SUITES[name];
+  let mod: Record<string, unknown>;
+  try {
+    mod = (await import(file)) as Record<string, unknown>;
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (code === 'ERR_MODULE_NOT_FOUND' && String(error).includes(file.slice(2, -3))) {
+      return `bench/src/${file.slice(2, -3)}.ts does not exist yet`;
+    }
+    throw error;
+  }
+  const fn = mod[exportName];
+  if (typeof fn !== 'function') return `${file} does not export ${exportName} yet`;
+  return fn as BenchSuite;
+}
+
+async function main(): Promise<void> {
+  const { suites, options } = parseArgs(process.argv.slice(2));
+  const reports: BenchReport[] = [];
+  const skipped: string[] = [];
+  for (const name of suites) {
+    const suite = await loadSuite(name);
+    if (typeof suite === 'string') {
+      skipped.push(`${name}: skipped (${suite})`);
+      console.log(`\n[bench] ${name}: skipped (${suite})`);
+      continue;
+    }
+    console.log(`\n[bench] ${name}${options.quick ? ' (quick)' : ''} ...`);
+    try {
+      const report = await suite(options);
+      reports.push(report);
+      printReport(report);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      if (/ECONNREFUSED|ENOTFOUND|connect/i.test(message)) {
+        skipped.push(`${name}: skipped (database unreachable: ${message})`);
+        console.log(`[bench] ${name}: skipped (database unreachable: ${message})`);
+      } else throw error;
+    }
+  }
+  if (reports.length > 1 || skipped.length) {
+    console.log('\n==================== summary ====================');
+    for (const report of reports) printReport(report);
+    for (const line of skipped) console.log(line);
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);
