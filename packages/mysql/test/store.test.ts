@@ -321,12 +321,14 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
             retryDelayMs: 0,
           },
         ]);
-        // Wait until the store's transaction is blocked on Y (a lock wait on this test's table;
-        // other test files may have lock waits of their own on the server).
+        // Wait until the store, holding X, runs its update of Y (which then waits for this
+        // transaction). The process list shows it; INNODB_TRX is not reliable for this on MariaDB
+        // 10.11 (its trx_query can be NULL and trx_state RUNNING while the statement waits).
         for (let i = 0; ; i++) {
           const waits = await sql(
-            'SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX WHERE trx_state = ? AND trx_query LIKE ?',
-            ['LOCK WAIT', `%${store.tables.jobs}%`],
+            `SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST
+             WHERE command = 'Query' AND info LIKE ? AND info LIKE ?`,
+            [`UPDATE ${store.tables.jobs}%`, `%WHERE id = '${jobY.id}'%`],
           );
           if (Number(waits[0]?.n) > 0) break;
           if (i > 3000) throw new Error('the store never waited for the row lock');
