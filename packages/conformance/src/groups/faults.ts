@@ -52,7 +52,16 @@ export function faultsGroup(h: Harness): void {
           leaseMs: LEASE_MS,
         }),
     );
+    // What the engines report: a settle that failed after taking effect, then retried, must
+    // still be reported `completed` (not `lease-lost`), exactly once per job.
+    const completed = new Map<number, number>();
+    const leaseLost: number[] = [];
     for (const engine of engines) {
+      engine.on('completed', ({ job }) => {
+        const n = (job.payload as { n: number }).n;
+        completed.set(n, (completed.get(n) ?? 0) + 1);
+      });
+      engine.on('lease-lost', ({ job }) => leaseLost.push((job.payload as { n: number }).n));
       h.defer(async () => {
         for (const f of flaky) f.enabled = false;
         await engine.stop({ timeoutMs: 1_000 });
@@ -80,6 +89,13 @@ export function faultsGroup(h: Harness): void {
     expect([...runs.keys()].sort((a, b) => a - b)).toEqual(
       Array.from({ length: JOBS }, (_, n) => n),
     );
+    // Every job ran once, so every lease held: no job may be reported lost, each completed once.
+    await waitFor('a completed event for every job', async () => completed.size === JOBS, 5_000);
+    expect(leaseLost, 'jobs reported lease-lost although they ran once').toEqual([]);
+    expect(
+      [...completed].filter(([, count]) => count !== 1),
+      'jobs not reported completed exactly once',
+    ).toEqual([]);
     const injected = flaky.reduce((sum, f) => sum + f.faults.before + f.faults.after, 0);
     // Proves the faults really happened (the count depends on timing, so only a floor).
     expect(injected, 'faults injected into the engines').toBeGreaterThanOrEqual(5);

@@ -6,8 +6,9 @@
  *   wait in a bounded in-memory buffer, leased but not started;
  * - a job enqueued through a running engine wakes the loop at once; other processes are woken by
  *   the store's notifications, and polling (adaptive when the store has none) is the fallback;
- * - finished jobs are completed / failed in batches (`setImmediate` coalescing), piggy-backed on
- *   the next acquisition when the store offers `completeAndAcquire`;
+ * - finished jobs are completed / failed in batches (`setImmediate` coalescing); when the store
+ *   offers `completeAndAcquire`, completions wait up to `COMPLETION_HOLD_MS` for the next
+ *   acquisition and ride on it (one round trip for both), and are written on their own after that;
  * - one heartbeat renews the leases of all held jobs in one store call every `leaseMs / 3`; a job
  *   whose lease is lost has its `ctx.signal` aborted;
  * - `stop()` stops acquiring, releases the buffer, lets running jobs finish up to a timeout, then
@@ -64,6 +65,13 @@ const ENGINE_OPTION_KEYS = new Set([
 const MIN_POLL_MS = 25;
 const CLOCK_SYNC_INTERVAL_MS = 60_000;
 const SHUTDOWN_GRACE_MS = 2_000;
+/**
+ * How long a completion may wait to ride on the next acquisition (`completeAndAcquire`). A busy
+ * engine refills within a millisecond or two; a slow one writes its completions on their own.
+ */
+const COMPLETION_HOLD_MS = 10;
+/** Longest wait before retrying a failed settle call (never more than a quarter lease). */
+const MAX_SETTLE_RETRY_MS = 5_000;
 
 const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {} };
 
@@ -86,6 +94,11 @@ interface HeldJob {
   shutdownAborted: boolean;
   /** The handler returned: its complete/fail/release call reports the lease's fate itself. */
   finished: boolean;
+  /**
+   * A settle call for this job failed, and may have taken effect before it failed: a retry that
+   * finds the lease gone must look at the job before calling the lease lost.
+   */
+  settleUncertain: boolean;
 }
 
 interface PendingFailure {
@@ -141,6 +154,7 @@ export class JobEngine {
   private flushScheduled = false;
   private flushing: Promise<void> | null = null;
   private flushFailures = 0;
+  private completionTimer: NodeJS.Timeout | null = null;
   private woken = false;
   private wakeSleeper: (() => void) | null = null;
   private loopDone: Promise<void> | null = null;
@@ -483,7 +497,7 @@ export class JobEngine {
     const request = this.acquireRequest(limit);
     const store = this.store;
     if (store.completeAndAcquire && this.pendingComplete.length > 0) {
-      const done = this.pendingComplete.splice(0);
+      const done = this.takePendingCompletions();
       try {
         const result = await store.completeAndAcquire(
           done.map((h) => h.ref),
@@ -492,6 +506,7 @@ export class JobEngine {
         this.afterComplete(done, result);
         return result.jobs;
       } catch (error) {
+        for (const held of done) held.settleUncertain = true;
         this.pendingComplete.unshift(...done);
         this.scheduleFlush(true);
         throw error;
@@ -560,6 +575,7 @@ export class JobEngine {
         lost: false,
         shutdownAborted: false,
         finished: false,
+        settleUncertain: false,
       };
       this.held.set(job.id, held);
       this.buffer.push(held);
@@ -616,7 +632,7 @@ export class JobEngine {
     } else {
       this.pendingFail.push(this.failureOf(held, error));
     }
-    this.scheduleFlush(false);
+    this.settleSoon();
     this.dispatch();
     if (this.room() >= this.refillBatch) this.poll();
     this.idleChange?.();
@@ -639,6 +655,40 @@ export class JobEngine {
 
   // ---------------------------------------------------------------- settling (batched)
 
+  /** Takes every pending completion for one store call; the next one starts a new hold. */
+  private takePendingCompletions(): HeldJob[] {
+    if (this.completionTimer) {
+      clearTimeout(this.completionTimer);
+      this.completionTimer = null;
+    }
+    return this.pendingComplete.splice(0);
+  }
+
+  /**
+   * Writes what is pending soon: failures and releases on the next tick; completions too, unless
+   * they can ride on the loop's next acquisition (the store does both in one call).
+   */
+  private settleSoon(): void {
+    const folds = this.store.completeAndAcquire !== undefined && this.state === 'running';
+    if (this.pendingFail.length + this.pendingRelease.length > 0 || !folds) {
+      this.scheduleFlush(false);
+    } else if (this.pendingComplete.length > 0) {
+      this.holdCompletions();
+    }
+  }
+
+  /**
+   * Leaves completions for the acquisition loop (woken by `finish` once there is room for a
+   * batch); whatever it has not taken after `COMPLETION_HOLD_MS` is written on its own.
+   */
+  private holdCompletions(): void {
+    if (this.completionTimer) return;
+    this.completionTimer = setTimeout(() => {
+      this.completionTimer = null;
+      if (this.pendingComplete.length > 0) this.scheduleFlush(false);
+    }, COMPLETION_HOLD_MS);
+  }
+
   private scheduleFlush(afterFailure: boolean): void {
     if (this.flushScheduled) return;
     this.flushScheduled = true;
@@ -647,7 +697,9 @@ export class JobEngine {
       void this.flush();
     };
     if (afterFailure) {
-      const delay = Math.min(5_000, 50 * 2 ** Math.min(this.flushFailures, 7));
+      // Retry well inside the lease: a completion written after the lease ran out is lost work.
+      const cap = Math.max(10, Math.min(MAX_SETTLE_RETRY_MS, this.leaseMs / 4));
+      const delay = Math.min(cap, 50 * 2 ** Math.min(this.flushFailures, 7));
       setTimeout(run, delay);
     } else {
       setImmediate(run);
@@ -666,7 +718,7 @@ export class JobEngine {
   }
 
   private async flushOnce(): Promise<void> {
-    const completes = this.pendingComplete.splice(0);
+    const completes = this.takePendingCompletions();
     const fails = this.pendingFail.splice(0);
     const releases = this.pendingRelease.splice(0);
     if (completes.length + fails.length + releases.length === 0) return;
@@ -681,6 +733,7 @@ export class JobEngine {
       if (completed.value) this.afterComplete(completes, completed.value);
     } else {
       anyFailed = true;
+      for (const held of completes) held.settleUncertain = true;
       this.pendingComplete.unshift(...completes);
       this.reportError(completed?.reason, 'complete');
     }
@@ -688,6 +741,7 @@ export class JobEngine {
       if (failed.value) this.afterFail(fails, failed.value);
     } else {
       anyFailed = true;
+      for (const { held } of fails) held.settleUncertain = true;
       this.pendingFail.unshift(...fails);
       this.reportError(failed?.reason, 'fail');
     }
@@ -700,12 +754,7 @@ export class JobEngine {
     }
     this.flushFailures = anyFailed ? this.flushFailures + 1 : 0;
     if (anyFailed) this.scheduleFlush(true);
-    else if (
-      this.pendingComplete.length + this.pendingFail.length + this.pendingRelease.length >
-      0
-    ) {
-      this.scheduleFlush(false);
-    }
+    else this.settleSoon();
     this.idleChange?.();
   }
 
@@ -723,11 +772,15 @@ export class JobEngine {
     const now = Date.now();
     for (const held of done) {
       this.held.delete(held.job.id);
-      if (lost.has(held.job.id)) {
-        this.emitLeaseLost(held);
-      } else {
+      const completed = () =>
         this.emit('completed', { job: held.job, durationMs: now - held.startedAt });
-      }
+      if (!lost.has(held.job.id)) completed();
+      else if (held.settleUncertain) {
+        // An earlier call may have deleted it: then the job is gone, and it was ours.
+        void this.settledEarlier(held, (job) => job === null).then((ours) =>
+          ours ? completed() : this.emitLeaseLost(held),
+        );
+      } else this.emitLeaseLost(held);
     }
   }
 
@@ -736,21 +789,49 @@ export class JobEngine {
     const lost = new Set(result.lost);
     for (const { held, failure, willRetry } of fails) {
       this.held.delete(held.job.id);
-      if (lost.has(held.job.id)) {
-        this.emitLeaseLost(held);
-        continue;
-      }
-      this.emit('failed', {
-        job: held.job,
-        error: failure.error,
-        willRetry,
-        retryDelayMs: failure.retryDelayMs,
-      });
-      if (willRetry) this.emit('retried', { job: held.job });
-      else this.emit('deadlettered', { job: held.job, error: failure.error });
+      const failed = () => {
+        this.emit('failed', {
+          job: held.job,
+          error: failure.error,
+          willRetry,
+          retryDelayMs: failure.retryDelayMs,
+        });
+        if (willRetry) this.emit('retried', { job: held.job });
+        else this.emit('deadlettered', { job: held.job, error: failure.error });
+      };
+      if (!lost.has(held.job.id)) failed();
+      else if (held.settleUncertain) {
+        // An earlier call may have recorded the failure: then nobody has taken the job since
+        // (an acquisition counts an attempt) and it is unlocked in the state we asked for.
+        const target = willRetry ? 'timer' : 'deadletter';
+        void this.settledEarlier(
+          held,
+          (job) =>
+            job !== null &&
+            job.state === target &&
+            job.lockToken === null &&
+            job.attempts === held.job.attempts,
+        ).then((ours) => (ours ? failed() : this.emitLeaseLost(held)));
+      } else this.emitLeaseLost(held);
     }
     // A retry is a new timer: let the loop see its due time.
     if (fails.some((f) => f.willRetry)) this.poll();
+  }
+
+  /**
+   * After a settle call that failed (maybe having taken effect) and a retry that found the lease
+   * gone: reads the job to tell "our earlier call did it" from a lease really lost.
+   */
+  private async settledEarlier(
+    held: HeldJob,
+    ours: (job: Job | null) => boolean,
+  ): Promise<boolean> {
+    try {
+      return ours(await this.store.getJob(held.job.id));
+    } catch (error) {
+      this.reportError(error, 'read a job after an uncertain settle');
+      return false;
+    }
   }
 
   private afterRelease(releases: HeldJob[], result: SettleResult): void {
