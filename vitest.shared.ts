@@ -1,4 +1,5 @@
 import { fileURLToPath } from 'node:url';
+import { defineProject, type UserWorkspaceConfig } from 'vitest/config';
 
 const src = (pkg: string): string =>
   fileURLToPath(new URL(`./packages/${pkg}/src/index.ts`, import.meta.url));
@@ -15,3 +16,25 @@ export const workspaceAliases: Record<string, string> = {
   '@jobs/mysql': src('mysql'),
   '@jobs/typeorm': src('typeorm'),
 };
+
+/**
+ * The vitest project of a workspace package: its `*.test.ts` files under `test/`, workspace
+ * packages from source, a minute per test and hook (real databases and child processes). A
+ * package passes only what it adds.
+ *
+ * @example
+ * // packages/<pkg>/vitest.config.ts
+ * import { packageTestProject } from '../../vitest.shared.js';
+ * export default packageTestProject({ fileParallelism: false });
+ */
+export function packageTestProject(test: UserWorkspaceConfig['test'] = {}): UserWorkspaceConfig {
+  return defineProject({
+    resolve: { alias: workspaceAliases },
+    test: {
+      include: ['test/**/*.test.ts'],
+      testTimeout: 60_000,
+      hookTimeout: 60_000,
+      ...test,
+    },
+  });
+}

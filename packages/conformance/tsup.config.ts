@@ -1,12 +1,6 @@
-import { defineConfig } from 'tsup';
+import { packageBuild } from '../../tsup.shared.js';
 
-export default defineConfig({
-  entry: ['src/index.ts'],
-  format: ['esm', 'cjs'],
-  dts: true,
-  clean: true,
-  sourcemap: true,
-  target: 'node20',
+export default packageBuild({
   // import.meta.url in the CJS build (the runner script is found relative to it).
   shims: true,
   external: ['vitest'],

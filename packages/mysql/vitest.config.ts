@@ -1,11 +1,3 @@
-import { defineProject } from 'vitest/config';
-import { workspaceAliases } from '../../vitest.shared.js';
+import { packageTestProject } from '../../vitest.shared.js';
 
-export default defineProject({
-  resolve: { alias: workspaceAliases },
-  test: {
-    include: ['test/**/*.test.ts'],
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
-  },
-});
+export default packageTestProject();

@@ -1,12 +1,4 @@
-import { defineConfig } from 'tsup';
+import { packageBuild } from '../../tsup.shared.js';
 
-export default defineConfig({
-  entry: ['src/index.ts'],
-  format: ['esm', 'cjs'],
-  dts: true,
-  clean: true,
-  sourcemap: true,
-  target: 'node20',
-  // import.meta.url in the CJS build: the migrations folder is found relative to the file.
-  shims: true,
-});
+// import.meta.url in the CJS build: the migrations folder is found relative to the file.
+export default packageBuild({ shims: true });

@@ -1,12 +1,4 @@
-import { defineConfig } from 'tsup';
+import { packageBuild } from '../../tsup.shared.js';
 
-export default defineConfig({
-  entry: ['src/index.ts'],
-  format: ['esm', 'cjs'],
-  dts: true,
-  clean: true,
-  sourcemap: true,
-  target: 'node20',
-  // `import.meta.url` locates the shipped `migrations/` folder; shims provide it in the CJS build.
-  shims: true,
-});
+// `import.meta.url` locates the shipped `migrations/` folder; shims provide it in the CJS build.
+export default packageBuild({ shims: true });
