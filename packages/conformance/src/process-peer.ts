@@ -9,7 +9,9 @@ import { fileURLToPath } from 'node:url';
 import type { ProcessPeerSpec } from './options.js';
 
 /** Path of a runner script, found next to `src/` or `dist/` whichever this code runs from. */
-export function runnerPath(name: 'acquire-peer.mjs' | 'engine-peer.mjs'): string {
+export function runnerPath(
+  name: 'acquire-peer.mjs' | 'engine-peer.mjs' | 'schedule-peer.mjs',
+): string {
   let dir = dirname(fileURLToPath(import.meta.url));
   for (let i = 0; i < 4; i++) {
     const candidate = join(dir, 'runner', name);

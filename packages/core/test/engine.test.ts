@@ -123,7 +123,11 @@ describe('JobEngine', () => {
     let ran = 0;
     const e = engine({
       store: counting,
-      handlers: { noop: async () => void (ran += 1) },
+      handlers: {
+        noop: async () => {
+          ran += 1;
+        },
+      },
       concurrency: 10,
     });
     await e.start();

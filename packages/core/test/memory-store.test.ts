@@ -1,32 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  FakeClock,
-  LEASE_EXPIRED_MESSAGE,
-  MemoryJobStore,
-  type NewJob,
-  StoreError,
-} from '../src/index.js';
-
-function newJob(overrides: Partial<NewJob> = {}): NewJob {
-  return {
-    type: 'work',
-    payload: { n: 1 },
-    dueAt: null,
-    delayMs: 0,
-    priority: 0,
-    retries: 3,
-    scope: null,
-    exclusive: false,
-    key: null,
-    tenantId: null,
-    queue: 'default',
-    retryPolicy: null,
-    schedule: null,
-    occurrence: null,
-    shard: null,
-    ...overrides,
-  };
-}
+import { FakeClock, LEASE_EXPIRED_MESSAGE, MemoryJobStore, StoreError } from '../src/index.js';
+import { newJob } from './helpers.js';
 
 function setup() {
   const clock = new FakeClock(new Date('2026-01-01T00:00:00Z'));

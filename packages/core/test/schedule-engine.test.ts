@@ -3,7 +3,7 @@
  * handler sees, idempotent definition, the coalesced run right after the previous one ends,
  * and admin operations.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   FakeClock,
   type Job,
@@ -13,25 +13,7 @@ import {
   NotFoundError,
   ValidationError,
 } from '../src/index.js';
-
-const engines: JobEngine[] = [];
-afterEach(async () => {
-  await Promise.all(engines.splice(0).map((e) => e.stop({ timeoutMs: 1000 })));
-});
-
-function engine(options: ConstructorParameters<typeof JobEngine>[0]): JobEngine {
-  const e = new JobEngine(options);
-  engines.push(e);
-  return e;
-}
-
-async function waitFor(check: () => boolean | Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
+import { engine, waitFor } from './helpers.js';
 
 const iso = (d: Date | null | undefined) => d?.toISOString() ?? null;
 

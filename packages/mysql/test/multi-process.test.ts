@@ -6,7 +6,7 @@
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { makeNewJob } from '@jobs/conformance';
+import { makeNewJob, waitFor } from '@jobs/conformance';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, dropDatabase, MYSQL_URL, openStore, reachable, sql } from './helpers.js';
 
@@ -40,18 +40,6 @@ function spawnEngine(
   return { child, ready, exited };
 }
 
-async function waitUntil(
-  what: string,
-  check: () => Promise<boolean>,
-  timeoutMs = 60_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
-
 describe.skipIf(!reachable)('@jobs/mysql with three engine processes', () => {
   beforeAll(async () => {
     database = await createDatabase();
@@ -78,12 +66,17 @@ describe.skipIf(!reachable)('@jobs/mysql with three engine processes', () => {
       Array.from({ length: JOBS }, (_, i) => makeNewJob({ type: 'work', payload: { i } })),
     );
     const victim = engines[0]!;
-    await waitUntil('the victim to run some jobs', async () => {
-      const rows = await sql(`SELECT COUNT(*) AS n FROM \`${database}\`.runs WHERE owner = ?`, [
-        victim.owner,
-      ]);
-      return Number(rows[0]?.n) >= 100;
-    });
+    await waitFor(
+      'the victim to run some jobs',
+      async () => {
+        const rows = await sql(`SELECT COUNT(*) AS n FROM \`${database}\`.runs WHERE owner = ?`, [
+          victim.owner,
+        ]);
+        return Number(rows[0]?.n) >= 100;
+      },
+      60_000,
+      25,
+    );
     victim.child.kill('SIGKILL');
     await victim.exited;
     // What the dead owner held (started or prefetched), with the lease it held them under.
@@ -93,9 +86,11 @@ describe.skipIf(!reachable)('@jobs/mysql with three engine processes', () => {
     );
     const [long] = await client.enqueue([makeNewJob({ type: 'long' })]);
 
-    await waitUntil(
+    await waitFor(
       'every job to finish',
       async () => (await client.listJobs({ limit: 1, offset: 0 })).length === 0,
+      60_000,
+      25,
     );
 
     const runs = await sql(`SELECT job_id, owner, started_at FROM \`${database}\`.runs ORDER BY n`);

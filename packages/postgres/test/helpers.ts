@@ -3,8 +3,12 @@
  * one loud line when PostgreSQL is not running.
  */
 import { randomBytes } from 'node:crypto';
+import { makeNewJob } from '@jobs/conformance';
+import type { NewJob } from '@jobs/core';
 import pg from 'pg';
 import { PostgresJobStore, type PostgresJobStoreOptions } from '../src/index.js';
+
+export { sleep } from '@jobs/conformance';
 
 export const PG_URL = process.env.JOBS_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
@@ -58,31 +62,7 @@ export async function dropSchema(schema: string): Promise<void> {
   await sql(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
 }
 
-/** A NewJob with defaults. */
-export function newJob(
-  type: string,
-  over: Partial<import('@jobs/core').NewJob> = {},
-): import('@jobs/core').NewJob {
-  return {
-    type,
-    payload: {},
-    dueAt: null,
-    delayMs: 0,
-    priority: 0,
-    retries: 3,
-    scope: null,
-    exclusive: false,
-    key: null,
-    tenantId: null,
-    queue: 'default',
-    retryPolicy: null,
-    schedule: null,
-    occurrence: null,
-    shard: null,
-    ...over,
-  };
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+/** A NewJob of `type` with the conformance suite's neutral defaults. */
+export function newJob(type: string, over: Partial<NewJob> = {}): NewJob {
+  return makeNewJob({ type, ...over });
 }

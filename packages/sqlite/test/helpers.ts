@@ -1,10 +1,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { NewJob } from '@jobs/core';
 import { SqliteJobStore, type SqliteJobStoreOptions } from '@jobs/sqlite';
 import Database from 'better-sqlite3';
 import { afterAll } from 'vitest';
+
+/** `newJob()`: a valid NewJob of type `work` with neutral defaults; `sleep(ms)`. */
+export { makeNewJob as newJob, sleep } from '@jobs/conformance';
 
 /** One temp folder per test file, removed after the file; every store gets its own db file. */
 const folder = mkdtempSync(join(tmpdir(), 'jobs-sqlite-'));
@@ -57,27 +59,6 @@ export function readRow(
   }
 }
 
-export function newJob(overrides: Partial<NewJob> = {}): NewJob {
-  return {
-    type: 'work',
-    payload: {},
-    dueAt: null,
-    delayMs: 0,
-    priority: 0,
-    retries: 3,
-    scope: null,
-    exclusive: false,
-    key: null,
-    tenantId: null,
-    queue: 'default',
-    retryPolicy: null,
-    schedule: null,
-    occurrence: null,
-    shard: null,
-    ...overrides,
-  };
-}
-
 export const request = {
   owner: 'owner-a',
   limit: 100,
@@ -86,7 +67,3 @@ export const request = {
   queues: null,
   tenants: null,
 };
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}

@@ -1,13 +1,6 @@
+import { acquire, waitFor } from '@jobs/conformance';
 import { describe, expect, test } from 'vitest';
 import { newJob, openStore, peerOf, sleep } from './helpers.js';
-
-async function waitUntil(what: string, probe: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
-}
 
 describe('subscribe', () => {
   test('a commit on another connection wakes subscribers (PRAGMA data_version)', async () => {
@@ -20,7 +13,7 @@ describe('subscribe', () => {
     await sleep(60);
     expect(wakes).toBe(0);
     await peer.enqueue([newJob()]);
-    await waitUntil('a wake-up', () => wakes > 0);
+    await waitFor('a wake-up', async () => wakes > 0, 5_000);
     unsubscribe();
     const after = wakes;
     await peer.enqueue([newJob()]);
@@ -35,17 +28,10 @@ describe('subscribe', () => {
       wakes += 1;
     });
     await store.enqueue([newJob()]);
-    await waitUntil('a wake-up after enqueue', () => wakes === 1);
-    const [job] = await store.acquire({
-      owner: 'o',
-      limit: 1,
-      leaseMs: 1_000,
-      types: ['work'],
-      queues: null,
-      tenants: null,
-    });
+    await waitFor('a wake-up after enqueue', async () => wakes === 1, 5_000);
+    const [job] = await acquire(store, { owner: 'o', limit: 1, leaseMs: 1_000 });
     await store.release([{ id: job!.id, token: job!.lockToken! }]);
-    await waitUntil('a wake-up after release', () => wakes === 2);
+    await waitFor('a wake-up after release', async () => wakes === 2, 5_000);
   });
 
   test('close stops the watcher and drops listeners', async () => {
