@@ -1,6 +1,8 @@
 /**
- * Shared helpers for every bench suite: timing, percentiles, tables, paced loops and worker
- * processes. Suites (`sqlite.ts`, `postgres.ts`, `mysql.ts`, `typeorm.ts`) export
+ * Shared helpers for every bench suite: timing, percentiles, tables, paced loops, worker
+ * processes, and the phases several suites measure alike (bulk and single enqueue, one engine
+ * draining a store, timed runs of worker processes, pickup latency). Suites (`sqlite.ts`,
+ * `postgres.ts`, `mysql.ts`, `typeorm.ts`) export
  * `run<Name>Bench(options: BenchOptions): Promise<BenchReport>`; `index.ts` runs them and prints
  * their reports.
  *
@@ -14,6 +16,8 @@
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
+import { JobEngine, type JobStore } from '@jobs/core';
+import pg from 'pg';
 
 /** Options every suite receives. */
 export interface BenchOptions {
@@ -42,6 +46,38 @@ export interface BenchReport {
 
 /** A suite entry point as exported by `bench/src/<suite>.ts`. */
 export type BenchSuite = (options: BenchOptions) => Promise<BenchReport>;
+
+/** A report being filled: `add` puts a measure in `contender`'s column, named by `name`. */
+export interface ReportParts<C> {
+  measures: BenchMeasure[];
+  notes: string[];
+  add(metric: string, contender: C, value: number, unit: string, higherIsBetter: boolean): void;
+}
+
+export function reportParts<C>(name: (contender: C) => string): ReportParts<C> {
+  const measures: BenchMeasure[] = [];
+  return {
+    measures,
+    notes: [],
+    add: (metric, contender, value, unit, higherIsBetter) => {
+      measures.push({ metric, contender: name(contender), value, unit, higherIsBetter });
+    },
+  };
+}
+
+/** Jobs per phase of the server suites (postgres, mysql), which measure the same way. */
+export function serverSuiteSizes(options: BenchOptions): {
+  /** No-op jobs of each throughput run. */
+  total: number;
+  /** Pickup latency samples per contender. */
+  latencyJobs: number;
+  /** Single enqueues per contender. */
+  singles: number;
+} {
+  return options.quick
+    ? { total: 5_000, latencyJobs: 100, singles: 500 }
+    : { total: 20_000, latencyJobs: 300, singles: 2_000 };
+}
 
 // ---------------------------------------------------------------------------------------------
 // timing
@@ -140,6 +176,22 @@ export function summarize(samples: readonly number[]): Summary {
     p99: percentile(sorted, 99),
     max: sorted[sorted.length - 1] ?? Number.NaN,
   };
+}
+
+/** One `ms` measure (lower is better) per percentile `p` of `samples`, named `metric(p)`. */
+export function latencyMeasures(
+  contender: string,
+  samples: readonly number[],
+  metric: (p: number) => string,
+  percentiles: readonly number[] = [50, 95, 99],
+): BenchMeasure[] {
+  return percentiles.map((p) => ({
+    metric: metric(p),
+    contender,
+    value: percentile(samples, p),
+    unit: 'ms',
+    higherIsBetter: false,
+  }));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -351,4 +403,250 @@ export function serveWorker<A, R>(fn: (args: A, io: WorkerIo) => Promise<R>): vo
       process.send?.({ type: '__error', payload: message }, () => process.exit(1));
     },
   );
+}
+
+/**
+ * The worker side of a throughput or latency run: sends `ready`, waits for `go`, calls `start`,
+ * then sends `progress` (`count()`) every 20 ms until the parent says `stop`, and calls `stop`.
+ */
+export async function workUntilStopped(
+  io: WorkerIo,
+  worker: { start(): Promise<void>; stop(): Promise<void>; count(): number },
+): Promise<void> {
+  io.send('ready');
+  await io.waitFor('go');
+  await worker.start();
+  const progress = setInterval(() => io.send('progress', worker.count()), 20);
+  await io.waitFor('stop');
+  clearInterval(progress);
+  await worker.stop();
+}
+
+// ---------------------------------------------------------------------------------------------
+// databases
+
+/** Drops PostgreSQL `schemas` (and everything in them) on a short-lived connection. */
+export async function dropPostgresSchemas(url: string, schemas: readonly string[]): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    for (const schema of schemas) await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  } finally {
+    await client.end();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// phases several suites measure alike
+
+/** Enqueues `total` jobs with payloads `{ i }` in batches through `enqueueBatch`; returns the ms. */
+export async function enqueueInBatches(
+  total: number,
+  enqueueBatch: (payloads: { i: number }[]) => Promise<unknown>,
+  batchSize = 1_000,
+): Promise<number> {
+  const timer = startTimer();
+  for (let i = 0; i < total; i += batchSize) {
+    const n = Math.min(batchSize, total - i);
+    await enqueueBatch(Array.from({ length: n }, (_, k) => ({ i: i + k })));
+  }
+  return timer.ms();
+}
+
+/**
+ * Single enqueues: `total` sequential awaited calls per contender (as an app enqueues one job
+ * per request), interleaved in `rounds` so every contender sees the same disk (fsync)
+ * conditions. Returns jobs/s per contender.
+ */
+export async function singleEnqueueRates<C>(
+  contenders: readonly C[],
+  total: number,
+  enqueue: (contender: C, i: number) => Promise<unknown>,
+  rounds = 5,
+): Promise<Map<C, number>> {
+  const ms = new Map<C, number>(contenders.map((c) => [c, 0]));
+  for (let r = 0; r < rounds; r++) {
+    for (const contender of contenders) {
+      const t = startTimer();
+      for (let i = 0; i < total / rounds; i++) await enqueue(contender, i);
+      ms.set(contender, (ms.get(contender) ?? 0) + t.ms());
+    }
+  }
+  return new Map(contenders.map((c) => [c, (total / (ms.get(c) ?? 1)) * 1000]));
+}
+
+export interface DrainOptions {
+  concurrency: number;
+  prefetch: number;
+  /** Called between enqueueing and starting the engine, e.g. to read the store's counters. */
+  beforeRun?: () => void;
+  /** Called every 250 ms while the jobs run, with how many ran. */
+  progress?: (ran: number) => void;
+}
+
+/**
+ * One engine in this process: migrates `store`, bulk-enqueues `total` no-op jobs (type `noop`)
+ * in batches of 1,000, then starts a `JobEngine` and waits until every job ran. Returns the ms
+ * of both phases; the engine is stopped, the store left open.
+ */
+export async function drainInProcess(
+  store: JobStore,
+  total: number,
+  options: DrainOptions,
+): Promise<{ enqueueMs: number; runMs: number }> {
+  await store.migrate();
+  let ran = 0;
+  const engine = new JobEngine({
+    store,
+    concurrency: options.concurrency,
+    prefetch: options.prefetch,
+    handlers: {
+      noop: () => {
+        ran += 1;
+      },
+    },
+  });
+  const enqueueMs = await enqueueInBatches(total, (payloads) =>
+    engine.enqueueMany(payloads.map((payload) => ({ type: 'noop', payload }))),
+  );
+  options.beforeRun?.();
+  const timer = startTimer();
+  await engine.start();
+  const progress = options.progress;
+  const ticker = progress ? setInterval(() => progress(ran), 250) : null;
+  try {
+    await waitUntil(() => ran >= total, 600_000, `all ${total} jobs to run`, 5);
+    return { enqueueMs, runMs: timer.ms() };
+  } finally {
+    if (ticker) clearInterval(ticker);
+    await engine.stop({ timeoutMs: 5_000 });
+  }
+}
+
+export interface WorkerRunOptions {
+  /** The worker module (see `spawnWorkers`) and how many processes run it. */
+  module: string;
+  processes: number;
+  args: (index: number) => unknown;
+  /** True once the run is complete; `ran` sums the workers' latest `progress` counts. */
+  finished: (ran: number) => boolean | Promise<boolean>;
+  timeoutMs: number;
+  /** What is awaited, for the timeout message. */
+  what: string;
+  /** How often `finished` is checked. Default 5 ms. */
+  everyMs?: number;
+  /**
+   * Runs once `finished` is true, before `stop` (the workers still run), and returns the ms to
+   * report instead of the time until `finished`, e.g. after the database settled.
+   */
+  settle?: (finishedMs: number, elapsed: Timer) => Promise<number>;
+}
+
+/**
+ * One timed run of worker processes: starts them, waits until every one is `ready`, sends
+ * `go`, waits until `finished`, sends `stop` and returns the elapsed ms with every worker's
+ * result. Workers still alive at the end are killed.
+ */
+export async function timedWorkerRun<R>(
+  options: WorkerRunOptions,
+): Promise<{ ms: number; results: R[] }> {
+  const workers = spawnWorkers(options.processes, options.module, options.args);
+  try {
+    await Promise.all(workers.map((w) => w.waitFor('ready')));
+    const counts = workers.map(() => 0);
+    workers.forEach((w, i) => {
+      void (async () => {
+        for (;;) counts[i] = await w.waitFor<number>('progress');
+      })();
+    });
+    const timer = startTimer();
+    for (const w of workers) w.send('go');
+    await waitUntil(
+      () => options.finished(counts.reduce((a, b) => a + b, 0)),
+      options.timeoutMs,
+      options.what,
+      options.everyMs ?? 5,
+    );
+    const finishedMs = timer.ms();
+    const ms = options.settle ? await options.settle(finishedMs, timer) : finishedMs;
+    for (const w of workers) w.send('stop');
+    const results = (await Promise.all(workers.map((w) => w.result))) as R[];
+    return { ms, results };
+  } finally {
+    for (const w of workers) if (w.child.exitCode === null) w.kill();
+  }
+}
+
+/** Pickup latency samples of one contender, in ms. */
+export interface PickupSamples {
+  /** Enqueue call started → handler started. */
+  fromCall: number[];
+  /** Enqueue call returned (committed) → handler started; 0 where the handler started first. */
+  fromCommit: number[];
+}
+
+export interface PickupOptions<C> {
+  contenders: readonly C[];
+  /** The worker module; its result carries `starts: [n, Date.now() at handler start][]`. */
+  module: string;
+  args: (contender: C) => unknown;
+  /** Enqueues one job with payload `{ n }` to `contender`, from this process. */
+  enqueue: (contender: C, payload: { n: number }) => Promise<unknown>;
+  /** Jobs per contender. */
+  count: number;
+  /** Enqueue ticks per second. Default 50. */
+  perSecond?: number;
+}
+
+/**
+ * Pickup latency of every contender at once: one worker process each, and every tick one job
+ * is enqueued to each contender (in rotating order), so all see the same machine and disk
+ * noise. With one contender, simply that contender's pickup latency.
+ */
+export async function pickupLatency<C>(options: PickupOptions<C>): Promise<Map<C, PickupSamples>> {
+  const { contenders, count } = options;
+  const workers = new Map(
+    contenders.map((c) => [c, spawnWorker(options.module, options.args(c))] as const),
+  );
+  try {
+    await Promise.all([...workers.values()].map((w) => w.waitFor('ready')));
+    for (const w of workers.values()) w.send('go');
+    // Let the workers reach their steady state (listening, first poll done).
+    await sleep(1_000);
+    // Per contender and job n: when the enqueue call started and when it resolved (committed).
+    const calls = new Map(contenders.map((c) => [c, new Map<number, [number, number]>()]));
+    await paced(count, options.perSecond ?? 50, async (n) => {
+      const order = contenders.map((_, k) => contenders[(n + k) % contenders.length] as C);
+      await Promise.all(
+        order.map(async (c) => {
+          const called = Date.now();
+          await options.enqueue(c, { n });
+          calls.get(c)?.set(n, [called, Date.now()]);
+        }),
+      );
+    });
+    const out = new Map<C, PickupSamples>();
+    for (const [contender, worker] of workers) {
+      await waitUntil(
+        async () => (await worker.waitFor<number>('progress')) >= count,
+        30_000,
+        `${String(contender)} latency jobs ran`,
+        0,
+      );
+      worker.send('stop');
+      const { starts } = (await worker.result) as { starts: [number, number][] };
+      const samples: PickupSamples = { fromCall: [], fromCommit: [] };
+      for (const [n, started] of starts) {
+        const call = calls.get(contender)?.get(n);
+        if (!call) continue;
+        samples.fromCall.push(started - call[0]);
+        // Can be negative: a worker may start the job before the enqueuer hears "committed".
+        samples.fromCommit.push(Math.max(0, started - call[1]));
+      }
+      out.set(contender, samples);
+    }
+    return out;
+  } finally {
+    for (const w of workers.values()) w.kill();
+  }
 }

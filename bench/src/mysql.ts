@@ -19,17 +19,20 @@ import { PostgresJobStore } from '@jobs/postgres';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import {
-  type BenchMeasure,
   type BenchOptions,
   type BenchReport,
-  paced,
+  dropPostgresSchemas,
+  enqueueInBatches,
+  latencyMeasures,
+  pickupLatency,
   printReport,
+  reportParts,
+  serverSuiteSizes,
   serveWorker,
-  sleep,
-  spawnWorkers,
-  startTimer,
-  summarize,
+  singleEnqueueRates,
+  timedWorkerRun,
   waitUntil,
+  workUntilStopped,
 } from './harness.js';
 
 const MYSQL_URL = process.env.JOBS_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
@@ -77,13 +80,7 @@ async function resetDatabase(contender: Contender): Promise<void> {
     }
     return;
   }
-  const client = new pg.Client({ connectionString: PG_URL });
-  await client.connect();
-  try {
-    await client.query(`DROP SCHEMA IF EXISTS "${PG_SCHEMA}" CASCADE`);
-  } finally {
-    await client.end();
-  }
+  await dropPostgresSchemas(PG_URL, [PG_SCHEMA]);
 }
 
 async function dropDatabase(contender: Contender): Promise<void> {
@@ -133,104 +130,16 @@ async function openProducer(contender: Contender): Promise<Producer> {
   };
 }
 
-async function throughput(
-  contender: Contender,
-  total: number,
-  processes: number,
-): Promise<{ rate: number; worker: WorkerResult[] }> {
-  const workers = spawnWorkers(
-    processes,
-    SELF,
-    (): WorkerArgs => ({
-      contender,
-      concurrency: CONCURRENCY,
-      prefetch: PREFETCH,
-      pollIntervalMs: 1_000,
-    }),
-  );
-  try {
-    await Promise.all(workers.map((w) => w.waitFor('ready')));
-    const counts = workers.map(() => 0);
-    workers.forEach((w, i) => {
-      void (async () => {
-        for (;;) counts[i] = await w.waitFor<number>('progress');
-      })();
-    });
-    const timer = startTimer();
-    for (const w of workers) w.send('go');
-    await waitUntil(
-      () => counts.reduce((a, b) => a + b, 0) >= total,
-      180_000,
-      `${contender} ran ${total} jobs`,
-      5,
-    );
-    const ms = timer.ms();
-    for (const w of workers) w.send('stop');
-    const results = (await Promise.all(workers.map((w) => w.result))) as WorkerResult[];
-    return { rate: (total / ms) * 1000, worker: results };
-  } finally {
-    for (const w of workers) w.kill();
-  }
-}
-
-async function latency(
-  contender: Contender,
-  producer: Producer,
-  count: number,
-  pollIntervalMs: number,
-): Promise<number[]> {
-  const [worker] = spawnWorkers(
-    1,
-    SELF,
-    (): WorkerArgs => ({
-      contender,
-      concurrency: CONCURRENCY,
-      prefetch: PREFETCH,
-      pollIntervalMs,
-    }),
-  );
-  if (!worker) throw new Error('no worker');
-  try {
-    await worker.waitFor('ready');
-    worker.send('go');
-    await sleep(1_000);
-    const called = new Map<number, number>();
-    await paced(count, 50, async (n) => {
-      called.set(n, Date.now());
-      await producer.client.enqueue(QUEUE, { n });
-    });
-    await waitUntil(
-      async () => (await worker.waitFor<number>('progress')) >= count,
-      30_000,
-      `${contender} latency jobs ran`,
-      0,
-    );
-    worker.send('stop');
-    const { starts } = (await worker.result) as WorkerResult;
-    return starts.map(([n, started]) => started - (called.get(n) ?? started));
-  } finally {
-    worker.kill();
-  }
+function workerArgs(contender: Contender, pollIntervalMs: number): WorkerArgs {
+  return { contender, concurrency: CONCURRENCY, prefetch: PREFETCH, pollIntervalMs };
 }
 
 /** Runs the MySQL suite; see the file header. */
 export async function runMysqlBench(
   options: BenchOptions = { quick: false },
 ): Promise<BenchReport> {
-  const total = options.quick ? 5_000 : 20_000;
-  const latencyJobs = options.quick ? 100 : 300;
-  const singles = options.quick ? 500 : 2_000;
-  const measures: BenchMeasure[] = [];
-  const notes: string[] = [];
-  const add = (
-    metric: string,
-    contender: Contender,
-    value: number,
-    unit: string,
-    higherIsBetter: boolean,
-  ): void => {
-    measures.push({ metric, contender: NAMES[contender], value, unit, higherIsBetter });
-  };
+  const { total, latencyJobs, singles } = serverSuiteSizes(options);
+  const { measures, notes, add } = reportParts((contender: Contender) => NAMES[contender]);
 
   if (!(await reachable('mysql'))) {
     throw new Error(
@@ -254,24 +163,11 @@ export async function runMysqlBench(
   console.log('[bench] mysql suite: single enqueue ...');
   const producers = new Map<Contender, Producer>();
   for (const contender of contenders) producers.set(contender, await openProducer(contender));
-  const singleMs = new Map<Contender, number>(contenders.map((c) => [c, 0]));
-  const rounds = 5;
-  for (let r = 0; r < rounds; r++) {
-    for (const contender of contenders) {
-      const producer = producers.get(contender) as Producer;
-      const t = startTimer();
-      for (let i = 0; i < singles / rounds; i++) await producer.client.enqueue(QUEUE, { i });
-      singleMs.set(contender, (singleMs.get(contender) ?? 0) + t.ms());
-    }
-  }
-  for (const contender of contenders) {
-    add(
-      'enqueue single (jobs/s)',
-      contender,
-      (singles / (singleMs.get(contender) ?? 1)) * 1000,
-      'jobs/s',
-      true,
-    );
+  const singleRates = await singleEnqueueRates(contenders, singles, (contender, i) =>
+    (producers.get(contender) as Producer).client.enqueue(QUEUE, { i }),
+  );
+  for (const [contender, rate] of singleRates) {
+    add('enqueue single (jobs/s)', contender, rate, 'jobs/s', true);
     await producers.get(contender)?.close();
   }
 
@@ -281,29 +177,30 @@ export async function runMysqlBench(
         `[bench] mysql suite: ${NAMES[contender]} throughput, ${processes} process(es) ...`,
       );
       const producer = await openProducer(contender);
-      const t = startTimer();
-      for (let i = 0; i < total; i += 1_000) {
-        await producer.client.enqueueMany(
-          Array.from({ length: Math.min(1_000, total - i) }, (_, k) => ({
-            type: QUEUE,
-            payload: { i: i + k },
-          })),
-        );
-      }
+      const bulkMs = await enqueueInBatches(total, (payloads) =>
+        producer.client.enqueueMany(payloads.map((payload) => ({ type: QUEUE, payload }))),
+      );
       if (processes === 1) {
         add(
           'enqueue bulk, batches of 1,000 (jobs/s)',
           contender,
-          (total / t.ms()) * 1000,
+          (total / bulkMs) * 1000,
           'jobs/s',
           true,
         );
       }
-      const { rate, worker } = await throughput(contender, total, processes);
+      const { ms, results: worker } = await timedWorkerRun<WorkerResult>({
+        module: SELF,
+        processes,
+        args: () => workerArgs(contender, 1_000),
+        finished: (ran) => ran >= total,
+        timeoutMs: 180_000,
+        what: `${contender} ran ${total} jobs`,
+      });
       add(
         `throughput ${processes} proc × ${CONCURRENCY} (jobs/s)`,
         contender,
-        rate,
+        (total / ms) * 1000,
         'jobs/s',
         true,
       );
@@ -331,11 +228,20 @@ export async function runMysqlBench(
   for (const contender of contenders) {
     console.log(`[bench] mysql suite: ${NAMES[contender]} pickup latency ...`);
     const producer = await openProducer(contender);
-    const samples = await latency(contender, producer, latencyJobs, 1_000);
-    const s = summarize(samples);
-    add('enqueue call → start p50 at 50/s (ms)', contender, s.p50, 'ms', false);
-    add('enqueue call → start p95 at 50/s (ms)', contender, s.p95, 'ms', false);
-    add('enqueue call → start p99 at 50/s (ms)', contender, s.p99, 'ms', false);
+    const samples = await pickupLatency({
+      contenders: [contender],
+      module: SELF,
+      args: (c) => workerArgs(c, 1_000),
+      enqueue: (_, payload) => producer.client.enqueue(QUEUE, payload),
+      count: latencyJobs,
+    });
+    measures.push(
+      ...latencyMeasures(
+        NAMES[contender],
+        samples.get(contender)?.fromCall ?? [],
+        (p) => `enqueue call → start p${p} at 50/s (ms)`,
+      ),
+    );
     await producer.close();
     await dropDatabase(contender);
   }
@@ -372,13 +278,11 @@ if (isMain && process.env.BENCH_WORKER_ARGS !== undefined) {
       },
     });
     await store.now();
-    io.send('ready');
-    await io.waitFor('go');
-    await engine.start();
-    const progress = setInterval(() => io.send('progress', count), 20);
-    await io.waitFor('stop');
-    clearInterval(progress);
-    await engine.stop({ timeoutMs: 5_000 });
+    await workUntilStopped(io, {
+      start: () => engine.start(),
+      stop: () => engine.stop({ timeoutMs: 5_000 }),
+      count: () => count,
+    });
     const retries =
       store instanceof MysqlJobStore
         ? store.retryStats

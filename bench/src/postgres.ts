@@ -15,16 +15,17 @@ import { makeWorkerUtils, runMigrations } from 'graphile-worker';
 import pg from 'pg';
 import PgBoss from 'pg-boss';
 import {
-  type BenchMeasure,
   type BenchOptions,
   type BenchReport,
-  paced,
+  dropPostgresSchemas,
+  enqueueInBatches,
+  latencyMeasures,
+  pickupLatency,
+  reportParts,
+  serverSuiteSizes,
+  singleEnqueueRates,
   sleep,
-  spawnWorkers,
-  startTimer,
-  summarize,
-  type WorkerHandle,
-  waitUntil,
+  timedWorkerRun,
 } from './harness.js';
 import type { Contender, PgWorkerArgs, PgWorkerResult } from './peers/pg-worker.js';
 
@@ -57,13 +58,7 @@ interface Producer {
 }
 
 async function resetSchema(contender: Contender): Promise<void> {
-  const client = new pg.Client({ connectionString: URL_ });
-  await client.connect();
-  try {
-    await client.query(`DROP SCHEMA IF EXISTS "${SCHEMAS[contender]}" CASCADE`);
-  } finally {
-    await client.end();
-  }
+  await dropPostgresSchemas(URL_, [SCHEMAS[contender]]);
 }
 
 async function openProducer(contender: Contender): Promise<Producer> {
@@ -145,6 +140,11 @@ async function openProducer(contender: Contender): Promise<Producer> {
   };
 }
 
+/** The contender's column in the report. */
+function nameOf(contender: Contender): string {
+  return contender === 'ours' ? '@jobs/postgres' : contender;
+}
+
 function workerArgs(contender: Contender): PgWorkerArgs {
   return {
     contender,
@@ -164,126 +164,35 @@ async function throughput(
   total: number,
   processes: number,
 ): Promise<{ rate: number; ran: number; roundTripsPerJob: number; left: number }> {
-  const workers = spawnWorkers(processes, WORKER, () => workerArgs(contender));
-  try {
-    await Promise.all(workers.map((w) => w.waitFor('ready')));
-    const counts = workers.map(() => 0);
-    workers.forEach((w, i) => {
-      const track = async (): Promise<void> => {
-        for (;;) {
-          counts[i] = await w.waitFor<number>('progress');
-        }
-      };
-      void track();
-    });
-    const timer = startTimer();
-    for (const w of workers) w.send('go');
-    await waitUntil(
-      () => counts.reduce((a, b) => a + b, 0) >= total,
-      120_000,
-      `${contender} ran ${total} jobs`,
-      5,
-    );
-    const handlersMs = timer.ms();
+  let left = 0;
+  const { ms, results } = await timedWorkerRun<PgWorkerResult>({
+    module: WORKER,
+    processes,
+    args: () => workerArgs(contender),
+    finished: (ran) => ran >= total,
+    timeoutMs: 120_000,
+    what: `${contender} ran ${total} jobs`,
     // Done means done in the database: wait (workers still running) until no job is left
     // waiting, running or uncompleted, and count that time.
-    let left = await producer.remaining();
-    const settleBy = Date.now() + 30_000;
-    while (left > 0 && Date.now() < settleBy) {
-      await sleep(20);
+    settle: async (handlersMs, elapsed) => {
       left = await producer.remaining();
-    }
-    const ms = left === 0 ? timer.ms() : handlersMs;
-    for (const w of workers) w.send('stop');
-    const results = (await Promise.all(workers.map((w) => w.result))) as PgWorkerResult[];
-    const ran = results.reduce((a, r) => a + r.count, 0);
-    const queries = results.reduce((a, r) => a + r.queries, 0);
-    return { rate: (total / ms) * 1000, ran, roundTripsPerJob: queries / total, left };
-  } finally {
-    for (const w of workers) w.kill();
-  }
-}
-
-/**
- * Pickup latency of all contenders at once: one worker process each, and every tick enqueues
- * one job to each contender (in rotating order), so all see the same machine and disk noise.
- */
-async function latencies(
-  producers: Map<Contender, Producer>,
-  count: number,
-): Promise<Map<Contender, { fromCall: number[]; fromCommit: number[] }>> {
-  const workers = new Map(
-    CONTENDERS.map((c) => [c, spawnWorkers(1, WORKER, () => workerArgs(c))[0] as WorkerHandle]),
-  );
-  try {
-    await Promise.all([...workers.values()].map((w) => w.waitFor('ready')));
-    for (const w of workers.values()) w.send('go');
-    // Let the workers reach their steady state (listening, first poll done).
-    await sleep(1_000);
-    // Per contender and job n: when the enqueue call started and when it resolved (committed).
-    const calls = new Map(CONTENDERS.map((c) => [c, new Map<number, [number, number]>()]));
-    await paced(count, 50, async (n) => {
-      const order = CONTENDERS.map((_, k) => CONTENDERS[(n + k) % CONTENDERS.length] as Contender);
-      await Promise.all(
-        order.map(async (c) => {
-          const called = Date.now();
-          await (producers.get(c) as Producer).single({ n });
-          calls.get(c)?.set(n, [called, Date.now()]);
-        }),
-      );
-    });
-    const out = new Map<Contender, { fromCall: number[]; fromCommit: number[] }>();
-    for (const [contender, worker] of workers) {
-      let seen = 0;
-      await waitUntil(
-        async () => {
-          seen = await worker.waitFor<number>('progress');
-          return seen >= count;
-        },
-        30_000,
-        `${contender} latency jobs ran`,
-        0,
-      );
-      worker.send('stop');
-      const { starts } = (await worker.result) as PgWorkerResult;
-      const fromCall: number[] = [];
-      const fromCommit: number[] = [];
-      for (const [n, started] of starts) {
-        const call = calls.get(contender)?.get(n);
-        if (!call) continue;
-        fromCall.push(started - call[0]);
-        // Can be negative: a worker may start the job before the enqueuer hears "committed".
-        fromCommit.push(Math.max(0, started - call[1]));
+      const settleBy = Date.now() + 30_000;
+      while (left > 0 && Date.now() < settleBy) {
+        await sleep(20);
+        left = await producer.remaining();
       }
-      out.set(contender, { fromCall, fromCommit });
-    }
-    return out;
-  } finally {
-    for (const w of workers.values()) w.kill();
-  }
+      return left === 0 ? elapsed.ms() : handlersMs;
+    },
+  });
+  const ran = results.reduce((a, r) => a + r.count, 0);
+  const queries = results.reduce((a, r) => a + r.queries, 0);
+  return { rate: (total / ms) * 1000, ran, roundTripsPerJob: queries / total, left };
 }
 
 /** Runs the PostgreSQL suite; see the file header. */
 export async function runPostgresBench(options: BenchOptions): Promise<BenchReport> {
-  const total = options.quick ? 5_000 : 20_000;
-  const latencyJobs = options.quick ? 100 : 300;
-  const singles = options.quick ? 500 : 2_000;
-  const measures: BenchMeasure[] = [];
-  const notes: string[] = [];
-  const add = (
-    metric: string,
-    contender: Contender,
-    value: number,
-    unit: string,
-    higherIsBetter: boolean,
-  ) =>
-    measures.push({
-      metric,
-      contender: contender === 'ours' ? '@jobs/postgres' : contender,
-      value,
-      unit,
-      higherIsBetter,
-    });
+  const { total, latencyJobs, singles } = serverSuiteSizes(options);
+  const { measures, notes, add } = reportParts(nameOf);
 
   // Reachability first, with a clear message.
   const probe = new pg.Client({ connectionString: URL_, connectionTimeoutMillis: 2_000 });
@@ -304,24 +213,11 @@ export async function runPostgresBench(options: BenchOptions): Promise<BenchRepo
     // Single enqueue: sequential awaited calls (as an app enqueues one job per request),
     // interleaved in rounds so every contender sees the same disk (fsync) conditions.
     console.log('[bench] postgres: single enqueue ...');
-    const singleMs = new Map<Contender, number>(CONTENDERS.map((c) => [c, 0]));
-    const rounds = 5;
-    for (let r = 0; r < rounds; r++) {
-      for (const contender of CONTENDERS) {
-        const producer = producers.get(contender) as Producer;
-        const t = startTimer();
-        for (let i = 0; i < singles / rounds; i++) await producer.single({ i });
-        singleMs.set(contender, (singleMs.get(contender) ?? 0) + t.ms());
-      }
-    }
-    for (const contender of CONTENDERS) {
-      add(
-        'enqueue single (jobs/s)',
-        contender,
-        (singles / (singleMs.get(contender) ?? 1)) * 1000,
-        'jobs/s',
-        true,
-      );
+    const singleRates = await singleEnqueueRates(CONTENDERS, singles, (contender, i) =>
+      (producers.get(contender) as Producer).single({ i }),
+    );
+    for (const [contender, rate] of singleRates) {
+      add('enqueue single (jobs/s)', contender, rate, 'jobs/s', true);
     }
 
     // Throughput: the machine belongs to one contender at a time.
@@ -329,17 +225,12 @@ export async function runPostgresBench(options: BenchOptions): Promise<BenchRepo
       for (const processes of [1, 2]) {
         console.log(`[bench] postgres: ${contender} throughput, ${processes} process(es) ...`);
         const producer = await reopen(contender);
-        const t = startTimer();
-        for (let i = 0; i < total; i += 1_000) {
-          await producer.bulk(
-            Array.from({ length: Math.min(1_000, total - i) }, (_, k) => ({ i: i + k })),
-          );
-        }
+        const bulkMs = await enqueueInBatches(total, (payloads) => producer.bulk(payloads));
         if (processes === 1) {
           add(
             'enqueue bulk, batches of 1,000 (jobs/s)',
             contender,
-            (total / t.ms()) * 1000,
+            (total / bulkMs) * 1000,
             'jobs/s',
             true,
           );
@@ -373,15 +264,27 @@ export async function runPostgresBench(options: BenchOptions): Promise<BenchRepo
 
     console.log('[bench] postgres: pickup latency (all contenders at once) ...');
     for (const contender of CONTENDERS) await reopen(contender);
-    const samples = await latencies(producers, latencyJobs);
-    for (const contender of CONTENDERS) {
-      const s = summarize(samples.get(contender)?.fromCall ?? []);
-      add('enqueue call → start p50 at 50/s (ms)', contender, s.p50, 'ms', false);
-      add('enqueue call → start p95 at 50/s (ms)', contender, s.p95, 'ms', false);
-      add('enqueue call → start p99 at 50/s (ms)', contender, s.p99, 'ms', false);
-      const c = summarize(samples.get(contender)?.fromCommit ?? []);
-      add('commit ack → start p50 at 50/s (ms)', contender, c.p50, 'ms', false);
-      add('commit ack → start p99 at 50/s (ms)', contender, c.p99, 'ms', false);
+    const samples = await pickupLatency({
+      contenders: CONTENDERS,
+      module: WORKER,
+      args: workerArgs,
+      enqueue: (contender, payload) => (producers.get(contender) as Producer).single(payload),
+      count: latencyJobs,
+    });
+    for (const [contender, { fromCall, fromCommit }] of samples) {
+      measures.push(
+        ...latencyMeasures(
+          nameOf(contender),
+          fromCall,
+          (p) => `enqueue call → start p${p} at 50/s (ms)`,
+        ),
+        ...latencyMeasures(
+          nameOf(contender),
+          fromCommit,
+          (p) => `commit ack → start p${p} at 50/s (ms)`,
+          [50, 99],
+        ),
+      );
     }
   } finally {
     for (const contender of CONTENDERS) {

@@ -22,14 +22,17 @@ import {
   type BenchMeasure,
   type BenchOptions,
   type BenchReport,
+  drainInProcess,
+  enqueueInBatches,
+  latencyMeasures,
   paced,
   printReport,
   serveWorker,
-  spawnWorkers,
-  startTimer,
-  summarize,
+  singleEnqueueRates,
+  timedWorkerRun,
   type WorkerIo,
   waitUntil,
+  workUntilStopped,
 } from './harness.js';
 
 const CONTENDER = '@jobs/sqlite';
@@ -63,11 +66,11 @@ async function sqliteWorker(args: WorkerArgs, io: WorkerIo): Promise<WorkerResul
       },
     },
   });
-  io.send('ready');
-  await io.waitFor('go');
-  await engine.start();
-  await io.waitFor('stop');
-  await engine.stop({ timeoutMs: 5_000 });
+  await workUntilStopped(io, {
+    start: () => engine.start(),
+    stop: () => engine.stop({ timeoutMs: 5_000 }),
+    count: () => ran,
+  });
   const counters = store.counters;
   await store.close();
   return { ran, counters };
@@ -83,38 +86,32 @@ async function multiProcessThroughput(
   const store = new SqliteJobStore({ filename });
   await store.migrate();
   const client = new JobEngine({ store });
-  for (let i = 0; i < total; i += BULK_BATCH) {
-    const n = Math.min(BULK_BATCH, total - i);
-    await client.enqueueMany(
-      Array.from({ length: n }, (_, j) => ({ type: 'noop', payload: { i: i + j } })),
-    );
-  }
-  const workers = spawnWorkers(processes, SELF, () => ({ filename }) satisfies WorkerArgs);
+  await enqueueInBatches(
+    total,
+    (payloads) => client.enqueueMany(payloads.map((payload) => ({ type: 'noop', payload }))),
+    BULK_BATCH,
+  );
+  const remaining = store.db.prepare('SELECT COUNT(*) FROM jobs').pluck();
   try {
-    await Promise.all(workers.map((w) => w.waitFor('ready')));
-    const remaining = store.db.prepare('SELECT COUNT(*) FROM jobs').pluck();
-    const timer = startTimer();
-    for (const w of workers) w.send('go');
-    await waitUntil(
-      () => {
+    const { ms, results } = await timedWorkerRun<WorkerResult>({
+      module: SELF,
+      processes,
+      args: () => ({ filename }) satisfies WorkerArgs,
+      finished: () => {
         const left = Number(remaining.get());
         progress(`sqlite ${processes} processes: ${total - left}/${total} jobs`);
         return left === 0;
       },
-      600_000,
-      `${processes} processes to run ${total} jobs`,
-      10,
-    );
-    const ms = timer.ms();
+      timeoutMs: 600_000,
+      what: `${processes} processes to run ${total} jobs`,
+      everyMs: 10,
+    });
     endProgress();
-    for (const w of workers) w.send('stop');
-    const results = (await Promise.all(workers.map((w) => w.result))) as WorkerResult[];
     const ran = results.reduce((sum, r) => sum + r.ran, 0);
     if (ran !== total) throw new Error(`${processes} processes ran ${ran} jobs, expected ${total}`);
     const statements = results.reduce((sum, r) => sum + r.counters.statements, 0);
     return { perSecond: (total / ms) * 1000, statementsPerJob: statements / total };
   } finally {
-    for (const w of workers) if (w.child.exitCode === null) w.kill();
     await store.close();
   }
 }
@@ -156,41 +153,18 @@ export async function runSqliteBench(options: SqliteBenchOptions = {}): Promise<
     // ---- throughput: bulk enqueue up front, then one engine drains the file ----
     {
       const store = new SqliteJobStore({ filename: join(folder, 'throughput.db') });
-      await store.migrate();
-      let done = 0;
-      const engine = new JobEngine({
-        store,
+      let before = store.counters;
+      const { enqueueMs, runMs } = await drainInProcess(store, total, {
         concurrency: CONCURRENCY,
         prefetch: PREFETCH,
-        handlers: {
-          noop: () => {
-            done += 1;
-          },
+        beforeRun: () => {
+          before = store.counters;
         },
+        progress: (done) => progress(`sqlite throughput: ${done}/${total} jobs`),
       });
-      const enqueueTimer = startTimer();
-      for (let i = 0; i < total; i += BULK_BATCH) {
-        const n = Math.min(BULK_BATCH, total - i);
-        await engine.enqueueMany(
-          Array.from({ length: n }, (_, j) => ({ type: 'noop', payload: { i: i + j } })),
-        );
-      }
-      const enqueueMs = enqueueTimer.ms();
       measure('bulk enqueue (jobs/s)', (total / enqueueMs) * 1000, 'jobs/s', true);
-
-      const before = store.counters;
-      const runTimer = startTimer();
-      await engine.start();
-      const ticker = setInterval(() => progress(`sqlite throughput: ${done}/${total} jobs`), 250);
-      try {
-        await waitUntil(() => done >= total, 600_000, `all ${total} jobs to run`, 5);
-      } finally {
-        clearInterval(ticker);
-      }
-      const runMs = runTimer.ms();
-      progress(`sqlite throughput: ${done}/${total} jobs in ${Math.round(runMs)} ms`);
+      progress(`sqlite throughput: ${total}/${total} jobs in ${Math.round(runMs)} ms`);
       endProgress();
-      await engine.stop({ timeoutMs: 5_000 });
       const used = diff(store.counters, before);
       await store.close();
       measure(
@@ -248,7 +222,7 @@ export async function runSqliteBench(options: SqliteBenchOptions = {}): Promise<
         if (n % 100 === 0) progress(`sqlite latency (same engine): ${n}/${latencyJobs}`);
       });
       await waitUntil(() => started.size >= latencyJobs, 60_000, 'local latency jobs to start', 5);
-      const local = summarize([...sentLocal].map(([n, t]) => started.get(n)! - t));
+      const local = [...sentLocal].map(([n, t]) => started.get(n)! - t);
 
       // another connection enqueues: the engine wakes on PRAGMA data_version
       const producer = new SqliteJobStore({ filename });
@@ -266,25 +240,26 @@ export async function runSqliteBench(options: SqliteBenchOptions = {}): Promise<
         'remote latency jobs to start',
         5,
       );
-      const remote = summarize([...sentRemote].map(([n, t]) => started.get(n)! - t));
+      const remote = [...sentRemote].map(([n, t]) => started.get(n)! - t);
       endProgress();
 
       await engine.stop({ timeoutMs: 5_000 });
       // single enqueue: sequential awaited calls, no engine running
       const singles = quick ? 500 : 2_000;
-      const singleTimer = startTimer();
-      for (let i = 0; i < singles; i++) await client.enqueue('noop', { i });
-      const singleMs = singleTimer.ms();
+      const singleRates = await singleEnqueueRates(
+        [CONTENDER],
+        singles,
+        (_, i) => client.enqueue('noop', { i }),
+        1,
+      );
       await producer.close();
       await store.close();
 
-      measure('pickup latency p50, same engine (ms)', local.p50, 'ms', false);
-      measure('pickup latency p95, same engine (ms)', local.p95, 'ms', false);
-      measure('pickup latency p99, same engine (ms)', local.p99, 'ms', false);
-      measure('pickup latency p50, other connection (ms)', remote.p50, 'ms', false);
-      measure('pickup latency p95, other connection (ms)', remote.p95, 'ms', false);
-      measure('pickup latency p99, other connection (ms)', remote.p99, 'ms', false);
-      measure('single enqueue (jobs/s)', (singles / singleMs) * 1000, 'jobs/s', true);
+      measures.push(
+        ...latencyMeasures(CONTENDER, local, (p) => `pickup latency p${p}, same engine (ms)`),
+        ...latencyMeasures(CONTENDER, remote, (p) => `pickup latency p${p}, other connection (ms)`),
+      );
+      measure('single enqueue (jobs/s)', singleRates.get(CONTENDER) ?? Number.NaN, 'jobs/s', true);
       notes.push(
         `latency: ${latencyJobs} jobs enqueued one at a time at ${LATENCY_RATE}/s, enqueue-call start → handler start; "other connection" enqueues through a second store on the same file (wake-up via PRAGMA data_version, checked every 50 ms)`,
       );

@@ -15,7 +15,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { JobEngine, type JobStore } from '@jobs/core';
+import type { JobStore } from '@jobs/core';
 import { MysqlJobStore } from '@jobs/mysql';
 import { PostgresJobStore } from '@jobs/postgres';
 import { SqliteJobStore } from '@jobs/sqlite';
@@ -27,9 +27,9 @@ import {
   type BenchMeasure,
   type BenchOptions,
   type BenchReport,
+  drainInProcess,
+  dropPostgresSchemas,
   printReport,
-  startTimer,
-  waitUntil,
 } from './harness.js';
 
 const PG_URL = process.env.JOBS_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -94,12 +94,7 @@ async function target(db: Database): Promise<Target | string> {
           ? Promise.resolve(new PostgresJobStore({ connectionString: PG_URL, schema, max: POOL }))
           : typeormStore({ type: 'postgres', url: PG_URL, schema, extra: { max: POOL } });
       },
-      drop: async () => {
-        const c = new pg.Client({ connectionString: PG_URL });
-        await c.connect();
-        for (const schema of schemas) await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-        await c.end();
-      },
+      drop: () => dropPostgresSchemas(PG_URL, schemas),
     };
   }
   let mariadb = false;
@@ -139,36 +134,15 @@ async function target(db: Database): Promise<Target | string> {
 
 /** Bulk-enqueues `total` no-op jobs, then one engine runs them all. Rates in jobs/s. */
 async function runOnce(store: JobStore, total: number): Promise<{ enqueue: number; run: number }> {
-  await store.migrate();
-  let done = 0;
-  const engine = new JobEngine({
-    store,
-    concurrency: CONCURRENCY,
-    prefetch: PREFETCH,
-    handlers: {
-      noop: () => {
-        done += 1;
-      },
-    },
-  });
-  const enqueueTimer = startTimer();
-  for (let i = 0; i < total; i += BULK_BATCH) {
-    const n = Math.min(BULK_BATCH, total - i);
-    await engine.enqueueMany(
-      Array.from({ length: n }, (_, j) => ({ type: 'noop', payload: { i: i + j } })),
-    );
-  }
-  const enqueueMs = enqueueTimer.ms();
-  const runTimer = startTimer();
-  await engine.start();
   try {
-    await waitUntil(() => done >= total, 600_000, `all ${total} jobs to run`, 5);
+    const { enqueueMs, runMs } = await drainInProcess(store, total, {
+      concurrency: CONCURRENCY,
+      prefetch: PREFETCH,
+    });
+    return { enqueue: (total / enqueueMs) * 1000, run: (total / runMs) * 1000 };
   } finally {
-    await engine.stop({ timeoutMs: 5_000 });
+    await store.close();
   }
-  const runMs = runTimer.ms();
-  await store.close();
-  return { enqueue: (total / enqueueMs) * 1000, run: (total / runMs) * 1000 };
 }
 
 /** Runs the TypeORM suite and returns its report (also printed when run alone). */

@@ -12,7 +12,7 @@ import { PostgresJobStore } from '@jobs/postgres';
 import { Logger as GraphileLogger, run as runGraphile } from 'graphile-worker';
 import pg from 'pg';
 import PgBoss from 'pg-boss';
-import { serveWorker } from '../harness.js';
+import { serveWorker, workUntilStopped } from '../harness.js';
 
 export type Contender = 'ours' | 'graphile-worker' | 'pg-boss';
 
@@ -131,15 +131,18 @@ serveWorker<PgWorkerArgs, PgWorkerResult>(async (args, io) => {
     };
   }
 
-  io.send('ready');
-  await io.waitFor('go');
-  queries = 0;
-  await start();
-  const progress = setInterval(() => io.send('progress', count), 20);
-  await io.waitFor('stop');
-  clearInterval(progress);
-  const sent = queries;
-  await stop();
+  let sent = 0;
+  await workUntilStopped(io, {
+    start: async () => {
+      queries = 0;
+      await start();
+    },
+    stop: async () => {
+      sent = queries;
+      await stop();
+    },
+    count: () => count,
+  });
   return { count, queries: sent, starts };
 });
 
