@@ -9,3 +9,4 @@ export * from './schedule/index.js';
 export * from './schedule/iso8601.js';
 export * from './sql/rows.js';
 export * from './store.js';
+export * from './store-support.js';

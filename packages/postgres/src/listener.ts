@@ -4,11 +4,12 @@
  * reconnects with backoff and then wakes subscribers once, since notifications sent while it was
  * away are lost.
  */
+import { StoreSubscribers } from '@jobs/core';
 import pg from 'pg';
 
 export class NotificationListener {
   private client: pg.Client | null = null;
-  private readonly listeners = new Set<() => void>();
+  private readonly subscribers = new StoreSubscribers((error) => this.onError(error));
   private stopped = true;
   private closed = false;
   private connecting: Promise<void> | null = null;
@@ -27,14 +28,12 @@ export class NotificationListener {
    */
   add(listener: () => void): () => void {
     if (this.closed) throw new Error('listener is stopped');
-    this.listeners.add(listener);
+    const unsubscribe = this.subscribers.add(listener);
     if (this.stopped) {
       this.stopped = false;
       this.connect();
     }
-    return () => {
-      this.listeners.delete(listener);
-    };
+    return unsubscribe;
   }
 
   /** Resolves once the listening connection is up (for tests and orderly startup). */
@@ -85,7 +84,7 @@ export class NotificationListener {
     client.on('error', onDrop);
     client.on('end', () => onDrop());
     client.on('notification', () => {
-      if (this.client === client) this.wake();
+      if (this.client === client) this.subscribers.wake();
     });
     try {
       await client.connect();
@@ -103,7 +102,7 @@ export class NotificationListener {
     this.backoffMs = 50;
     this.client = client;
     // Anything enqueued while we were not listening went unheard: let subscribers look.
-    if (wasReconnect) this.wake();
+    if (wasReconnect) this.subscribers.wake();
   }
 
   private scheduleReconnect(): void {
@@ -114,15 +113,5 @@ export class NotificationListener {
       if (!this.stopped) this.connect();
     }, delay);
     this.retryTimer.unref?.();
-  }
-
-  private wake(): void {
-    for (const listener of [...this.listeners]) {
-      try {
-        listener();
-      } catch (error) {
-        this.onError(error);
-      }
-    }
   }
 }

@@ -6,40 +6,13 @@
  * - SQLite: `PRAGMA data_version` on the shared connection changes when another connection or
  *   process commits; it is checked every `intervalMs`.
  */
+import { StoreSubscribers } from '@jobs/core';
 import type { DataSource } from 'typeorm';
 import type { SqliteHandle } from './runner.js';
 
 export interface Notifier {
   add(listener: () => void): () => void;
   stop(): Promise<void>;
-}
-
-/** A listener set; wakes every listener, isolating their errors from each other. */
-class Listeners {
-  private readonly set = new Set<() => void>();
-
-  get size(): number {
-    return this.set.size;
-  }
-
-  add(listener: () => void): () => void {
-    // Wrapped so the same function subscribed twice counts twice, and unsubscribes once each.
-    const entry = (): void => listener();
-    this.set.add(entry);
-    return () => {
-      this.set.delete(entry);
-    };
-  }
-
-  wake(): void {
-    for (const listener of [...this.set]) {
-      try {
-        listener();
-      } catch {
-        // A throwing subscriber must not keep the others asleep; the engine logs its own errors.
-      }
-    }
-  }
 }
 
 interface PgClient {
@@ -52,7 +25,7 @@ interface PgClient {
 type Release = (error?: unknown) => void;
 
 export class PostgresNotifier implements Notifier {
-  private readonly listeners = new Listeners();
+  private readonly listeners = new StoreSubscribers();
   private connection: { client: PgClient; release: Release } | null = null;
   private connecting: Promise<void> | null = null;
   private retry: NodeJS.Timeout | null = null;
@@ -149,7 +122,7 @@ export class PostgresNotifier implements Notifier {
 }
 
 export class SqliteNotifier implements Notifier {
-  private readonly listeners = new Listeners();
+  private readonly listeners = new StoreSubscribers();
   private timer: NodeJS.Timeout | null = null;
   private version: number | null = null;
 
