@@ -333,13 +333,19 @@ export class JsonFileJobStore implements JobStore {
 
   // ---- schedules ----
 
-  /** Insert, or update spec and next time (version + 1) keeping `paused`; reset progress if asked. */
-  async saveSchedule(request: SaveScheduleRequest): Promise<ScheduleRecord> {
+  /**
+   * Insert, or update spec and next time (version + 1) keeping `paused`; reset progress if asked.
+   * With `expectedVersion` (null: create only; a number: that version only) a mismatch writes
+   * nothing and returns null — checked inside the same write, so no fire can slip in between.
+   */
+  async saveSchedule(request: SaveScheduleRequest): Promise<ScheduleRecord | null> {
     return this.write('saveSchedule', (t) => {
       const now = this.clock.now();
       const nextAt = request.nextAt ? request.nextAt.getTime() : null;
       const spec = JSON.stringify(request.spec ?? null);
       let row = t.schedules.get(request.name);
+      const expected = request.expectedVersion;
+      if (expected !== undefined && (row?.version ?? null) !== expected) return null;
       if (!row) {
         row = {
           name: request.name,

@@ -217,7 +217,7 @@ export class FlakyJobStore implements JobStore {
   stats(): Promise<StatsRow[]> {
     return this.inner.stats();
   }
-  saveSchedule(request: SaveScheduleRequest): Promise<ScheduleRecord> {
+  saveSchedule(request: SaveScheduleRequest): Promise<ScheduleRecord | null> {
     return this.inner.saveSchedule(request);
   }
   getSchedule(name: string): Promise<ScheduleRecord | null> {

@@ -1,6 +1,7 @@
 /**
  * `@jobs/conformance`: the vitest suite every `JobStore` must pass, one file per invariant
- * group, plus `FlakyJobStore`, a fault-injecting wrapper.
+ * group, plus `FlakyJobStore`, a fault-injecting wrapper, and `runScheduleOverlapProcessTest`,
+ * a schedule run by engines in two processes.
  *
  * @example
  * import { runJobStoreConformance } from '@jobs/conformance';
@@ -59,6 +60,10 @@ export {
   type ProcessPeerSpec,
   type TransactionHooks,
 } from './options.js';
+export {
+  runScheduleOverlapProcessTest,
+  type ScheduleOverlapTestOptions,
+} from './schedule-overlap.js';
 
 type GroupDefinition = (h: Harness) => void;
 
@@ -84,7 +89,7 @@ const GROUPS: Record<GroupName, { title: string; define: GroupDefinition }> = {
   transactions: { title: 'transactional enqueue (13)', define: transactionsGroup },
   admin: { title: 'admin: get, list, delete, stats', define: adminGroup },
   schedules: {
-    title: 'schedules: upsert, due, compare-and-set fire, overlap',
+    title: 'schedules: upsert, versioned save, due, compare-and-set fire, overlap',
     define: schedulesGroup,
   },
   'schedule-engine': { title: 'schedules fired by racing runners', define: scheduleEngineGroup },

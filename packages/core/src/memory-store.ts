@@ -33,6 +33,7 @@ import type {
   StatsRow,
   StoreCapabilities,
 } from './store.js';
+import { StoreSubscribers } from './store-support.js';
 
 export interface MemoryJobStoreOptions {
   /** The store's clock; due times and leases are compared on it. Default: the machine's clock. */
@@ -75,10 +76,9 @@ export class MemoryJobStore implements JobStore {
   /** job key → id of the unfinished job holding it. */
   private readonly keys = new Map<string, number>();
   private readonly schedules = new Map<string, ScheduleRecord>();
-  private readonly listeners = new Set<() => void>();
+  private readonly subscribers = new StoreSubscribers();
   private nextSeq = 1;
   private closed = false;
-  private notifyPending = false;
 
   constructor(options: MemoryJobStoreOptions = {}) {
     this.clock = options.clock ?? systemClock;
@@ -90,7 +90,7 @@ export class MemoryJobStore implements JobStore {
 
   async close(): Promise<void> {
     this.closed = true;
-    this.listeners.clear();
+    this.subscribers.clear();
   }
 
   async now(): Promise<Date> {
@@ -306,10 +306,7 @@ export class MemoryJobStore implements JobStore {
 
   subscribe(listener: () => void): () => void {
     this.assertOpen('subscribe');
-    this.listeners.add(listener);
-    return () => {
-      this.listeners.delete(listener);
-    };
+    return this.subscribers.add(listener);
   }
 
   // ---- admin ----
@@ -391,10 +388,12 @@ export class MemoryJobStore implements JobStore {
 
   // ---- schedules ----
 
-  async saveSchedule(request: SaveScheduleRequest): Promise<ScheduleRecord> {
+  async saveSchedule(request: SaveScheduleRequest): Promise<ScheduleRecord | null> {
     this.assertOpen('saveSchedule');
     const now = this.currentTime();
     const existing = this.schedules.get(request.name);
+    const expected = request.expectedVersion;
+    if (expected !== undefined && (existing?.version ?? null) !== expected) return null;
     const spec = cloneJson(request.spec);
     const nextAt = request.nextAt ? new Date(request.nextAt) : null;
     if (!existing) {
@@ -580,13 +579,7 @@ export class MemoryJobStore implements JobStore {
    * database notification arrives after commit.
    */
   private notify(): void {
-    if (this.notifyPending || this.listeners.size === 0) return;
-    this.notifyPending = true;
-    setImmediate(() => {
-      this.notifyPending = false;
-      if (this.closed) return;
-      for (const listener of [...this.listeners]) listener();
-    });
+    this.subscribers.wakeSoon();
   }
 }
 

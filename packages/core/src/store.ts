@@ -18,7 +18,8 @@
  *   one *exclusive* job per scope runs at a time, and they start in order.
  * - **key**: a unique key; while an unfinished job holds it, enqueuing the same key returns that job.
  * - **schedule**: a named repeating trigger (cron, every, repeat). Each **occurrence** (one fire
- *   time) creates its jobs exactly once, whoever fires it.
+ *   time) creates its jobs exactly once, whoever fires it. Every write bumps its `version`; fires
+ *   and redefinitions compare-and-set on it, so neither undoes the other.
  *
  * Time: every comparison against "now" (due times, lease expiry) is made with the store's clock
  * (`now()`), never the calling node's, so nodes whose clocks disagree still agree on leases.
@@ -190,7 +191,7 @@ export interface ScheduleRecord {
   skipped: number;
   /** Occurrences fired so far. */
   fired: number;
-  /** Bumped by every write; fires compare-and-set on it. */
+  /** Bumped by every write; fires and versioned saves (`expectedVersion`) compare-and-set on it. */
   version: number;
   createdAt: Date;
   updatedAt: Date;
@@ -202,6 +203,14 @@ export interface SaveScheduleRequest {
   nextAt: Date | null;
   /** On update: reset `fired`, `skipped` and `pendingMisfire` (the trigger changed). */
   resetProgress: boolean;
+  /**
+   * Compare-and-set on the schedule's `version`, checked in the same statement or transaction
+   * as the write: `undefined` upserts unconditionally; `null` only creates (nothing changes if
+   * the name exists); a number only updates, and only while the stored version equals it. A
+   * caller that computed `nextAt` from a read passes that read's version, so a fire in between
+   * is never undone.
+   */
+  expectedVersion?: number | null;
 }
 
 export interface ScheduleFire {
@@ -323,8 +332,12 @@ export interface JobStore {
 
   // ---- schedules ----
 
-  /** Creates or updates a schedule by name. */
-  saveSchedule(request: SaveScheduleRequest): Promise<ScheduleRecord>;
+  /**
+   * Creates or updates a schedule by name (a new one: version 1, unpaused, no progress; an
+   * update keeps `paused` and bumps the version). Null, with nothing written, only when
+   * `expectedVersion` was given and did not match.
+   */
+  saveSchedule(request: SaveScheduleRequest): Promise<ScheduleRecord | null>;
   getSchedule(name: string): Promise<ScheduleRecord | null>;
   listSchedules(): Promise<ScheduleRecord[]>;
   /** Deletes the schedule (its jobs stay). False when it did not exist. */

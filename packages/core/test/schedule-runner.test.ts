@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../src/clock.js';
 import type { EngineEvents } from '../src/engine/types.js';
-import { NotFoundError, ValidationError } from '../src/errors.js';
+import { NotFoundError, StoreError, ValidationError } from '../src/errors.js';
 import { MemoryJobStore } from '../src/memory-store.js';
 import { ScheduleRunner } from '../src/schedule/index.js';
 import type { Job } from '../src/store.js';
@@ -96,6 +96,42 @@ describe('ScheduleRunner.define', () => {
     const changed = await runner.define('hb', { every: 'PT5M' });
     expect(iso(changed.nextAt)).toBe('2026-01-01T00:06:30.000Z');
     expect(changed.fired).toBe(0);
+  });
+
+  it('a fire by another runner between its read and its save is not undone: it reads again', async () => {
+    const { runner, store, clock, allJobs } = setup();
+    await runner.define('hb', { every: 'PT1M', payload: 1, overlap: 'allow' });
+    clock.advance(60_000);
+    const other = new ScheduleRunner({ store, clock });
+    const read = store.getSchedule.bind(store);
+    let reads = 0;
+    store.getSchedule = async (name) => {
+      const record = await read(name);
+      // The other runner fires the 00:01 occurrence right after the first read.
+      reads += 1;
+      if (reads === 1) await other.fireDue();
+      return record;
+    };
+    const info = await runner.define('hb', { every: 'PT1M', payload: 2, overlap: 'allow' });
+    expect(reads).toBe(2);
+    expect(iso(info.nextAt)).toBe('2026-01-01T00:02:00.000Z');
+    expect(info.fired).toBe(1);
+    expect(info.options.payload).toBe(2);
+    await runner.fireDue();
+    expect((await allJobs()).map((j) => iso(j.occurrence))).toEqual(['2026-01-01T00:01:00.000Z']);
+  });
+
+  it('gives up with a StoreError naming the schedule when every save finds it changed', async () => {
+    const { runner, store } = setup();
+    let saves = 0;
+    store.saveSchedule = async () => {
+      saves += 1;
+      return null;
+    };
+    const defining = runner.define('busy', { every: 'PT1M' });
+    await expect(defining).rejects.toThrow(StoreError);
+    await expect(defining).rejects.toThrow(/"busy"/);
+    expect(saves).toBe(10);
   });
 
   it('pause, resume, remove, get and list', async () => {

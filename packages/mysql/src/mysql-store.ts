@@ -17,6 +17,8 @@ import { createHash, randomUUID } from 'node:crypto';
 import {
   type AcquireRequest,
   assertIdentifier,
+  assertKnownOptions,
+  assertPositiveInteger,
   type EnqueueOptions,
   type EnqueueResult,
   INSERT_JOB_COLUMNS,
@@ -140,6 +142,8 @@ export class MysqlJobStore implements JobStore {
   /** `<database>.<prefix>`, read with the server version; part of every named lock's name. */
   private lockNamespace = '';
   private closed = false;
+  /** `auto_increment_increment` (1 unless e.g. Galera spaces ids); read on the first bulk insert. */
+  private idStep: number | null = null;
   /** A failed session setup on a new pooled connection, reported by the next operation. */
   private sessionSetupError: unknown = null;
 
@@ -147,22 +151,12 @@ export class MysqlJobStore implements JobStore {
     if (!options || typeof options !== 'object') {
       throw new ValidationError('options', 'must be an object with `uri` or `pool`');
     }
-    for (const key of Object.keys(options)) {
-      if (!OPTION_KEYS.has(key)) {
-        throw new ValidationError(
-          `options.${key}`,
-          `unknown option (known: ${[...OPTION_KEYS].join(', ')})`,
-        );
-      }
-    }
+    assertKnownOptions(options, OPTION_KEYS, '@jobs/mysql');
     if ((options.uri === undefined) === (options.pool === undefined)) {
       throw new ValidationError('options', 'give exactly one of `uri` or `pool`');
     }
-    if (
-      options.connectionLimit !== undefined &&
-      (!Number.isInteger(options.connectionLimit) || options.connectionLimit < 1)
-    ) {
-      throw new ValidationError('connectionLimit', 'must be an integer >= 1');
+    if (options.connectionLimit !== undefined) {
+      assertPositiveInteger(options.connectionLimit, 'connectionLimit', '@jobs/mysql');
     }
     this.prefix = assertIdentifier(options.tablePrefix ?? 'jobs_', 'tablePrefix', {
       allowEmpty: true,
@@ -428,6 +422,15 @@ export class MysqlJobStore implements JobStore {
     }
   }
 
+  private async autoIncrementStep(connection: Queryable): Promise<number> {
+    if (this.idStep === null) {
+      const rows = await this.rows(connection, 'SELECT @@auto_increment_increment AS step', []);
+      const step = Number(rows[0]?.step ?? 1);
+      this.idStep = Number.isInteger(step) && step >= 1 ? step : 1;
+    }
+    return this.idStep;
+  }
+
   /** One multi-row INSERT per chunk; returns the jobs as stored, by input index. */
   private async insertRows(
     connection: Queryable,
@@ -444,11 +447,14 @@ export class MysqlJobStore implements JobStore {
         `INSERT INTO ${this.tables.jobs} (${COLUMN_LIST}) VALUES ${chunk.map(() => rowMarks).join(', ')}`,
         values.flat(),
       );
-      // A multi-row INSERT with a known row count is a "simple insert": InnoDB hands it
-      // consecutive auto-increment values, so the ids are insertId, insertId + 1, … (Number():
-      // a pool with `bigNumberStrings` reports insertId as text).
+      // A multi-row INSERT with a known row count is a "simple insert": InnoDB reserves all its
+      // auto-increment values at once, in every lock mode (interleaving only splits bulk inserts
+      // such as INSERT … SELECT), so the ids are insertId, insertId + step, … where step is
+      // `auto_increment_increment` (1, or e.g. the cluster size under Galera). Number(): a pool
+      // with `bigNumberStrings` reports insertId as text.
+      const step = chunk.length > 1 ? await this.autoIncrementStep(connection) : 1;
       chunk.forEach((index, i) => {
-        const row: SqlRow = { id: Number(header.insertId) + i };
+        const row: SqlRow = { id: Number(header.insertId) + i * step };
         INSERT_JOB_COLUMNS.forEach((column, k) => {
           row[column] = values[i]?.[k];
         });
@@ -913,29 +919,48 @@ export class MysqlJobStore implements JobStore {
   // ---------------------------------------------------------------------------------------------
   // schedules
 
-  async saveSchedule(request: SaveScheduleRequest): Promise<ScheduleRecord> {
+  async saveSchedule(request: SaveScheduleRequest): Promise<ScheduleRecord | null> {
     return this.transaction('saveSchedule', async (connection) => {
       const S = this.tables.schedules;
       const reset = request.resetProgress ? 1 : 0;
-      await this.exec(
-        connection,
-        `INSERT INTO ${S} (name, spec, next_at, paused, pending_misfire, skipped, fired, version,
-           created_at, updated_at)
-         VALUES (?, ?, ?, 0, 0, 0, 0, 1, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))
-         ON DUPLICATE KEY UPDATE
-           spec = VALUES(spec), next_at = VALUES(next_at), updated_at = VALUES(updated_at),
-           version = version + 1,
-           fired = IF(?, 0, fired), skipped = IF(?, 0, skipped),
-           pending_misfire = IF(?, 0, pending_misfire)`,
-        [
-          request.name,
-          encodeValue.json(request.spec),
-          request.nextAt ? toSqlTime(request.nextAt) : null,
-          reset,
-          reset,
-          reset,
-        ],
-      );
+      const spec = encodeValue.json(request.spec);
+      const nextAt = request.nextAt ? toSqlTime(request.nextAt) : null;
+      const expected = request.expectedVersion;
+      const insert = `INSERT INTO ${S} (name, spec, next_at, paused, pending_misfire, skipped, fired,
+           version, created_at, updated_at)
+         VALUES (?, ?, ?, 0, 0, 0, 0, 1, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))`;
+      if (typeof expected === 'number') {
+        // Update only, and only the version the caller read: checked and written in one statement.
+        const header = await this.exec(
+          connection,
+          `UPDATE ${S} SET spec = ?, next_at = ?, updated_at = UTC_TIMESTAMP(3),
+             version = version + 1,
+             fired = IF(?, 0, fired), skipped = IF(?, 0, skipped),
+             pending_misfire = IF(?, 0, pending_misfire)
+           WHERE name = ? AND version = ?`,
+          [spec, nextAt, reset, reset, reset, request.name, expected],
+        );
+        if (header.affectedRows === 0) return null;
+      } else if (expected === null) {
+        // Create only: a duplicate key means the name exists (only the statement is rolled back).
+        try {
+          await this.exec(connection, insert, [request.name, spec, nextAt]);
+        } catch (error) {
+          if (errnoOf(error) === ER_DUP_ENTRY) return null;
+          throw error;
+        }
+      } else {
+        await this.exec(
+          connection,
+          `${insert}
+           ON DUPLICATE KEY UPDATE
+             spec = VALUES(spec), next_at = VALUES(next_at), updated_at = VALUES(updated_at),
+             version = version + 1,
+             fired = IF(?, 0, fired), skipped = IF(?, 0, skipped),
+             pending_misfire = IF(?, 0, pending_misfire)`,
+          [request.name, spec, nextAt, reset, reset, reset],
+        );
+      }
       const rows = await this.rows(connection, `SELECT * FROM ${S} WHERE name = ?`, [request.name]);
       if (!rows[0]) {
         throw new StoreError(`[@jobs/mysql] saveSchedule: schedule ${request.name} vanished`);

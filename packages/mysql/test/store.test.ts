@@ -3,7 +3,7 @@
  * caller's transactions, time zones, deadlock and lock-wait retries, the MySQL (no RETURNING)
  * settle path, and exclusive scopes under racing stores with due times crossing "now".
  */
-import { makeNewJob, refOf } from '@jobs/conformance';
+import { makeNewJob, refOf, sleep } from '@jobs/conformance';
 import type { Job, JobStore } from '@jobs/core';
 import mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -45,10 +45,6 @@ function poolStore(prefix: string, pool: mysql.Pool): MysqlJobStore {
   return store;
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
 describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
   beforeAll(async () => {
     database = await createDatabase();
@@ -84,7 +80,7 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
 
     it('rejects unknown options, both or neither of uri and pool, and bad identifiers', () => {
       expect(() => new MysqlJobStore({ uri: MYSQL_URL, tablePrefx: 'x' } as never)).toThrow(
-        /options\.tablePrefx: unknown option/,
+        /tablePrefx: \[@jobs\/mysql\] unknown option/,
       );
       expect(() => new MysqlJobStore({} as never)).toThrow(/exactly one of `uri` or `pool`/);
       expect(() => new MysqlJobStore({ uri: MYSQL_URL, tablePrefix: 'x; DROP' })).toThrow(
@@ -179,6 +175,32 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
         expect(stored?.payload).toEqual(r.job.payload);
       }
       expect(results[300]).toMatchObject({ created: false, job: { id: results[0]!.job.id } });
+    });
+  });
+
+  describe('ids of a multi-row INSERT when the server spaces auto-increment ids', () => {
+    it('bulk enqueue returns the stored ids with auto_increment_increment = 3 (as under Galera)', async () => {
+      const { prefix } = await freshStore();
+      const pool = mysql.createPool({ uri: MYSQL_URL, database, connectionLimit: 2 });
+      pool.on('connection', (connection) => {
+        connection.query('SET SESSION auto_increment_increment = 3');
+      });
+      try {
+        const store = poolStore(prefix, pool);
+        const results = await store.enqueue(
+          Array.from({ length: 7 }, (_, i) => makeNewJob({ payload: { i } })),
+        );
+        const ids = results.map((r) => Number(r.job.id));
+        expect(ids[1]! - ids[0]!).toBe(3);
+        for (const r of results) {
+          const stored = await store.getJob(r.job.id);
+          expect(stored?.payload, `job ${r.job.id}`).toEqual(r.job.payload);
+        }
+        const listed = await store.listJobs({ limit: 10, offset: 0 });
+        expect(listed.map((j) => Number(j.id)).sort((a, b) => a - b)).toEqual(ids);
+      } finally {
+        await pool.end();
+      }
     });
   });
 
@@ -403,7 +425,6 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
         expect((await store.getJob(job!.job.id))?.state).toBe('async');
       } finally {
         await other.end();
-        await store.close();
         await pool.end();
       }
     });

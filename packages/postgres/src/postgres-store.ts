@@ -488,23 +488,35 @@ export class PostgresJobStore implements JobStore {
 
   // ---- schedules ----
 
-  async saveSchedule(request: SaveScheduleRequest): Promise<ScheduleRecord> {
+  async saveSchedule(request: SaveScheduleRequest): Promise<ScheduleRecord | null> {
     this.assertOpen('saveSchedule');
     const s = `"${this.schema}".schedules`;
-    const { rows } = await this.run<Record<string, unknown>>(
-      'saveSchedule',
-      `INSERT INTO ${s} AS s (name, spec, next_at, created_at, updated_at)
-       VALUES ($1, $2::jsonb, $3, statement_timestamp(), statement_timestamp())
-       ON CONFLICT (name) DO UPDATE SET
-         spec = excluded.spec, next_at = excluded.next_at, updated_at = statement_timestamp(),
+    const expected = request.expectedVersion;
+    const update = `spec = $2::jsonb, next_at = $3, updated_at = statement_timestamp(),
          version = s.version + 1,
          fired = CASE WHEN $4 THEN 0 ELSE s.fired END,
          skipped = CASE WHEN $4 THEN 0 ELSE s.skipped END,
-         pending_misfire = CASE WHEN $4 THEN false ELSE s.pending_misfire END
-       RETURNING *`,
-      [request.name, JSON.stringify(request.spec ?? null), request.nextAt, request.resetProgress],
-    );
-    return rowToSchedule(rows[0] as Record<string, unknown>);
+         pending_misfire = CASE WHEN $4 THEN false ELSE s.pending_misfire END`;
+    // Each form is one statement, so the version check and the write are atomic: a numeric
+    // expected version only updates that version; otherwise an upsert whose update half runs
+    // only when no version was expected ($5 false: create only).
+    const text =
+      typeof expected === 'number'
+        ? `UPDATE ${s} AS s SET ${update} WHERE s.name = $1 AND s.version = $5 RETURNING *`
+        : `INSERT INTO ${s} AS s (name, spec, next_at, created_at, updated_at)
+       VALUES ($1, $2::jsonb, $3, statement_timestamp(), statement_timestamp())
+       ON CONFLICT (name) DO UPDATE SET ${update}
+       WHERE $5::boolean
+       RETURNING *`;
+    const { rows } = await this.run<Record<string, unknown>>('saveSchedule', text, [
+      request.name,
+      JSON.stringify(request.spec ?? null),
+      request.nextAt,
+      request.resetProgress,
+      typeof expected === 'number' ? expected : expected === undefined,
+    ]);
+    // No row only when the expected version did not match.
+    return rows[0] ? rowToSchedule(rows[0]) : null;
   }
 
   async getSchedule(name: string): Promise<ScheduleRecord | null> {

@@ -247,10 +247,10 @@ describe.skipIf(!reachable)('PostgresJobStore (direct)', () => {
         peers.map((p) =>
           p.fireSchedule({
             name: 'nightly',
-            version: saved.version,
+            version: saved!.version,
             nextAt: new Date(Date.now() + 3_600_000),
             overlap: 'skip',
-            jobs: [newJob('report', { schedule: 'nightly', occurrence: saved.nextAt })],
+            jobs: [newJob('report', { schedule: 'nightly', occurrence: saved!.nextAt })],
             occurrences: 1,
           }),
         ),
@@ -258,7 +258,7 @@ describe.skipIf(!reachable)('PostgresJobStore (direct)', () => {
       expect(results.filter((r) => r.status === 'fired')).toHaveLength(1);
       expect(results.filter((r) => r.status === 'conflict')).toHaveLength(3);
       const after = await store.getSchedule('nightly');
-      expect(after).toMatchObject({ fired: 1, version: saved.version + 1 });
+      expect(after).toMatchObject({ fired: 1, version: saved!.version + 1 });
       const skipped = await store.fireSchedule({
         name: 'nightly',
         version: after?.version as number,

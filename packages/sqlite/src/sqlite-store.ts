@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import {
   type AcquireRequest,
   assertIdentifier,
+  assertKnownOptions,
+  assertPositiveInteger,
   type Clock,
   type EnqueueOptions,
   type EnqueueResult,
@@ -26,6 +28,7 @@ import {
   type StatsRow,
   type StoreCapabilities,
   StoreError,
+  StoreSubscribers,
   systemClock,
   ValidationError,
 } from '@jobs/core';
@@ -64,14 +67,14 @@ export interface SqliteStoreCounters {
   transactions: number;
 }
 
-const OPTION_NAMES = new Set([
+const OPTION_NAMES = [
   'filename',
   'db',
   'tablePrefix',
   'busyTimeoutMs',
   'notifyIntervalMs',
   'clock',
-]);
+];
 
 /** New jobs per INSERT statement; also bounded by JSON size (SQLite's string limit is 1 GB). */
 const INSERT_CHUNK_ROWS = 1000;
@@ -127,30 +130,30 @@ export class SqliteJobStore implements JobStore {
   private readonly sql: SqliteStatements;
   private readonly notifyIntervalMs: number;
   private readonly cache = new WeakMap<SqliteDatabase, Map<string, Database.Statement>>();
-  private readonly listeners = new Set<() => void>();
+  private readonly subscribers = new StoreSubscribers();
   private watcher: NodeJS.Timeout | null = null;
   private lastDataVersion = 0;
-  private localNotifyPending = false;
   private closed = false;
   private readonly counts: SqliteStoreCounters = { statements: 0, transactions: 0 };
 
   constructor(options: SqliteJobStoreOptions) {
-    for (const key of Object.keys(options ?? {})) {
-      if (!OPTION_NAMES.has(key)) {
-        throw new ValidationError(
-          key,
-          `[@jobs/sqlite] unknown option; expected one of ${[...OPTION_NAMES].join(', ')}`,
-        );
-      }
-    }
+    assertKnownOptions(options ?? {}, OPTION_NAMES, '@jobs/sqlite');
     this.prefix = assertIdentifier(options.tablePrefix ?? '', 'tablePrefix', {
       allowEmpty: true,
       max: 32,
     });
     this.sql = sqliteStatements(this.prefix);
     this.clock = options.clock ?? systemClock;
-    this.notifyIntervalMs = positiveInt(options.notifyIntervalMs ?? 50, 'notifyIntervalMs');
-    const busyTimeoutMs = positiveInt(options.busyTimeoutMs ?? 5000, 'busyTimeoutMs');
+    this.notifyIntervalMs = assertPositiveInteger(
+      options.notifyIntervalMs ?? 50,
+      'notifyIntervalMs',
+      '@jobs/sqlite',
+    );
+    const busyTimeoutMs = assertPositiveInteger(
+      options.busyTimeoutMs ?? 5000,
+      'busyTimeoutMs',
+      '@jobs/sqlite',
+    );
 
     if (options.db) {
       if (options.filename !== undefined) {
@@ -219,7 +222,7 @@ export class SqliteJobStore implements JobStore {
     if (this.closed) return;
     this.closed = true;
     this.stopWatching();
-    this.listeners.clear();
+    this.subscribers.clear();
     if (this.ownsConnection) this.connection.close();
   }
 
@@ -382,11 +385,11 @@ export class SqliteJobStore implements JobStore {
 
   subscribe(listener: () => void): () => void {
     if (this.closed) throw new StoreError('[@jobs/sqlite] subscribe: the store is closed');
-    this.listeners.add(listener);
+    const unsubscribe = this.subscribers.add(listener);
     if (!this.watcher) this.startWatching();
     return () => {
-      this.listeners.delete(listener);
-      if (this.listeners.size === 0) this.stopWatching();
+      unsubscribe();
+      if (this.subscribers.size === 0) this.stopWatching();
     };
   }
 
@@ -470,16 +473,19 @@ export class SqliteJobStore implements JobStore {
 
   // ---- schedules ----
 
-  async saveSchedule(request: SaveScheduleRequest): Promise<ScheduleRecord> {
+  async saveSchedule(request: SaveScheduleRequest): Promise<ScheduleRecord | null> {
     return this.guard('saveSchedule', () => {
       const row = this.get(this.connection, this.sql.saveSchedule, {
         name: request.name,
         spec: JSON.stringify(request.spec ?? null),
         nextAt: request.nextAt ? request.nextAt.getTime() : null,
         reset: request.resetProgress ? 1 : 0,
+        checked: request.expectedVersion === undefined ? 0 : 1,
+        expected: request.expectedVersion ?? null,
         now: this.clock.now(),
       });
-      return rowToSchedule(row!);
+      // No row only when the expected version did not match.
+      return row ? rowToSchedule(row) : null;
     });
   }
 
@@ -683,13 +689,7 @@ export class SqliteJobStore implements JobStore {
    * transaction has committed (or rolled back: a spurious wake-up costs one empty acquire).
    */
   private notifyLocal(): void {
-    if (this.localNotifyPending || this.listeners.size === 0) return;
-    this.localNotifyPending = true;
-    setImmediate(() => {
-      this.localNotifyPending = false;
-      if (this.closed) return;
-      for (const listener of [...this.listeners]) listener();
-    });
+    this.subscribers.wakeSoon();
   }
 
   private startWatching(): void {
@@ -703,7 +703,7 @@ export class SqliteJobStore implements JobStore {
       const version = this.dataVersion();
       if (version === this.lastDataVersion) return;
       this.lastDataVersion = version;
-      for (const listener of [...this.listeners]) listener();
+      this.subscribers.wake();
     }, this.notifyIntervalMs);
     this.watcher.unref();
   }
@@ -784,13 +784,6 @@ export class SqliteJobStore implements JobStore {
       throw new StoreError(`[@jobs/sqlite] ${operation}: ${message(error)}`, { cause: error });
     }
   }
-}
-
-function positiveInt(value: number, field: string): number {
-  if (!Number.isInteger(value) || value <= 0) {
-    throw new ValidationError(field, `[@jobs/sqlite] must be a positive integer, got ${value}`);
-  }
-  return value;
 }
 
 function message(error: unknown): string {

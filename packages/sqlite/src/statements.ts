@@ -155,15 +155,20 @@ export function sqliteStatements(prefix: string): SqliteStatements {
       RETURNING *`,
     stats: `SELECT type, state, COUNT(*) AS count FROM ${jobs} GROUP BY type, state ORDER BY type, state`,
 
+    // One statement, so the version check and the write are atomic. @checked: an expected version
+    // was given; @expected: null (create only) or the version an update requires. A numeric
+    // @expected never inserts; a failed check returns no row.
     saveSchedule: `INSERT INTO ${schedules}
         (name, spec, next_at, paused, pending_misfire, skipped, fired, version, created_at, updated_at)
-      VALUES (@name, @spec, @nextAt, 0, 0, 0, 0, 1, @now, @now)
+      SELECT @name, @spec, @nextAt, 0, 0, 0, 0, 1, @now, @now
+      WHERE @expected IS NULL OR EXISTS (SELECT 1 FROM ${schedules} WHERE name = @name)
       ON CONFLICT (name) DO UPDATE SET
         spec = excluded.spec, next_at = excluded.next_at, updated_at = excluded.updated_at,
         version = version + 1,
         fired = CASE WHEN @reset THEN 0 ELSE fired END,
         skipped = CASE WHEN @reset THEN 0 ELSE skipped END,
         pending_misfire = CASE WHEN @reset THEN 0 ELSE pending_misfire END
+      WHERE @checked = 0 OR version = @expected
       RETURNING *`,
     getSchedule: `SELECT * FROM ${schedules} WHERE name = @name`,
     listSchedules: `SELECT * FROM ${schedules} ORDER BY name`,

@@ -426,8 +426,8 @@ describe('schedules', () => {
       nextAt: null,
       spec: { every: 'PT1M' },
     });
-    expect(updated.updatedAt.getTime()).toBe(T0 + 5);
-    expect(updated.createdAt.getTime()).toBe(T0);
+    expect(updated!.updatedAt.getTime()).toBe(T0 + 5);
+    expect(updated!.createdAt.getTime()).toBe(T0);
     expect(await store.setSchedulePaused('missing', true)).toBeNull();
     expect((await store.listSchedules()).map((s) => s.name)).toEqual(['n']);
     expect(await store.deleteSchedule('n')).toBe(true);
@@ -472,14 +472,14 @@ describe('schedules', () => {
         jobs: [newJob({ schedule: 'n', occurrence: new Date(T0), shard: { index: 0, count: 1 } })],
         occurrences: 1,
       });
-    const fired = await fire('skip', s.version);
+    const fired = await fire('skip', s!.version);
     expect(fired.status).toBe('fired');
     expect(fired.jobs[0]).toMatchObject({
       schedule: 'n',
       occurrence: new Date(T0),
       shard: { index: 0, count: 1 },
     });
-    expect(await fire('skip', s.version)).toEqual({ status: 'conflict', jobs: [] });
+    expect(await fire('skip', s!.version)).toEqual({ status: 'conflict', jobs: [] });
     s = (await store.getSchedule('n'))!;
     expect(s).toMatchObject({ fired: 1, version: 2, nextAt: new Date(T0 + 1_000) });
     expect((await fire('skip', 2)).status).toBe('skipped');

@@ -531,20 +531,28 @@ export class Operations {
     return row ? rowToSchedule(row) : null;
   }
 
-  *saveSchedule(request: SaveScheduleRequest): Operation<ScheduleRecord> {
+  *saveSchedule(request: SaveScheduleRequest): Operation<ScheduleRecord | null> {
     const spec = JSON.stringify(request.spec);
     const next = request.nextAt ? this.d.time(request.nextAt) : null;
+    const expected = request.expectedVersion;
     const reset = request.resetProgress
       ? `, "fired" = 0, "skipped" = 0, "pending_misfire" = ${this.d.FALSE}`
       : '';
-    const updated = yield {
-      sql: this.q(
-        `UPDATE ${this.schedules} SET "spec" = ?, "next_at" = ?, "updated_at" = ${this.d.now},
-          "version" = "version" + 1${reset} WHERE "name" = ?`,
-      ),
-      params: [spec, next, request.name],
-    };
-    if (updated.affected === 0) {
+    // Create only (`expected === null`) never updates; a numeric expected version is checked in
+    // the UPDATE itself, so a fire committed after the caller's read makes it change nothing.
+    let updated = 0;
+    if (expected !== null) {
+      const versioned = typeof expected === 'number';
+      updated = (yield {
+        sql: this.q(
+          `UPDATE ${this.schedules} SET "spec" = ?, "next_at" = ?, "updated_at" = ${this.d.now},
+            "version" = "version" + 1${reset} WHERE "name" = ?${versioned ? ' AND "version" = ?' : ''}`,
+        ),
+        params: versioned ? [spec, next, request.name, expected] : [spec, next, request.name],
+      }).affected;
+    }
+    if (updated === 0) {
+      if (typeof expected === 'number') return null;
       // Insert; a concurrent creator wins the primary key and this one becomes an update.
       const insert =
         this.d.kind === 'mysql'
@@ -559,6 +567,7 @@ export class Operations {
         params: [request.name, spec, next],
       };
       if (inserted.affected === 0) {
+        if (expected === null) return null;
         yield {
           sql: this.q(
             `UPDATE ${this.schedules} SET "spec" = ?, "next_at" = ?, "updated_at" = ${this.d.now},

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import {
   type AcquireRequest,
   assertIdentifier,
+  assertKnownOptions,
   type EnqueueOptions,
   type EnqueueResult,
   type Job,
@@ -135,14 +136,7 @@ export class TypeormJobStore implements JobStore {
     if (!options || typeof options.dataSource?.createQueryRunner !== 'function') {
       throw new ValidationError('dataSource', '[@jobs/typeorm] must be a TypeORM DataSource');
     }
-    for (const key of Object.keys(options)) {
-      if (!OPTION_KEYS.has(key)) {
-        throw new ValidationError(
-          key,
-          `[@jobs/typeorm] unknown option; known: ${[...OPTION_KEYS].join(', ')}`,
-        );
-      }
-    }
+    assertKnownOptions(options, OPTION_KEYS, '@jobs/typeorm');
     this.dataSource = options.dataSource;
     const prefix = assertIdentifier(options.tablePrefix ?? '', 'tablePrefix', {
       allowEmpty: true,
@@ -462,7 +456,7 @@ export class TypeormJobStore implements JobStore {
     return this.run('stats', () => this.ops.stats(), false);
   }
 
-  saveSchedule(request: SaveScheduleRequest): Promise<ScheduleRecord> {
+  saveSchedule(request: SaveScheduleRequest): Promise<ScheduleRecord | null> {
     return this.run('saveSchedule', () => this.ops.saveSchedule(request), true, 3);
   }
 

@@ -58,7 +58,7 @@ describe.each(['better-sqlite3', 'postgres', 'mysql'] as const)('%s smoke', (dri
         nextAt: new Date(Date.now() - 1000),
         resetProgress: false,
       });
-      expect(s.version).toBe(1);
+      expect(s!.version).toBe(1);
       expect((await store.dueSchedules(10)).map((x) => x.name)).toEqual(['s']);
       const f = await store.fireSchedule({
         name: 's',

@@ -34,6 +34,27 @@ async function untilStoreTime(store: JobStore, at: Date | null): Promise<void> {
   }
 }
 
+/**
+ * `store` with `getSchedule` answering `ms` late, like a slow link: it holds a reader's
+ * read–compute–save window open long enough for another node's fire to land inside it, on
+ * every store (an in-process store otherwise never yields between the read and the save).
+ */
+function withSlowScheduleReads(store: JobStore, ms: number): JobStore {
+  return new Proxy(store, {
+    get(target, property) {
+      if (property === 'getSchedule') {
+        return async (name: string) => {
+          const record = await target.getSchedule(name);
+          await sleep(ms);
+          return record;
+        };
+      }
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
 async function scheduleJobs(store: JobStore, name: string): Promise<Job[]> {
   return store.listJobs({ schedule: name, limit: 1000, offset: 0 });
 }
@@ -76,6 +97,79 @@ export function scheduleEngineGroup(h: Harness): void {
     }
     const record = await store.getSchedule('race');
     expect(record?.fired).toBe(occurrences.length);
+  });
+
+  it('redefining a schedule (same trigger, new payload) while another peer fires it never fires an occurrence twice', async () => {
+    const store = await h.open();
+    const [definerStore, firerStore] = (await h.peers(store, 2)) as [JobStore, JobStore];
+    const definer = await runnerOn(withSlowScheduleReads(definerStore, 20));
+    const clock = new StoreSyncedClock(() => firerStore.now());
+    await clock.sync();
+    const firedOccurrences: number[] = [];
+    const firer = new ScheduleRunner({
+      store: firerStore,
+      clock,
+      emit: (event, payload) => {
+        if (event !== 'schedule-fired') return;
+        const fire = payload as { status: string; occurrence: Date };
+        if (fire.status === 'fired') firedOccurrences.push(fire.occurrence.getTime());
+      },
+    });
+    const options = (n: number): ScheduleOptions => ({
+      cron: '* * * * * *',
+      overlap: 'allow',
+      type: 'redefined-work',
+      payload: { n },
+    });
+    await definer.define('redef', options(0));
+    const start = await storeNow(store);
+    const until = start + 2_300;
+    // Finished jobs free their occurrence key, so a second fire of an occurrence would create a
+    // second job rather than return the first one.
+    const ran: Job[] = [];
+    let redefinitions = 0;
+    await Promise.all([
+      (async () => {
+        while ((await storeNow(store)) < until) {
+          redefinitions += 1;
+          await definer.define('redef', options(redefinitions));
+        }
+      })(),
+      (async () => {
+        while ((await storeNow(store)) < until) {
+          await firer.fireDue();
+          await sleep(5);
+        }
+      })(),
+      (async () => {
+        while ((await storeNow(store)) < until + 200) {
+          const held = await store.acquire({
+            owner: 'consumer',
+            limit: 100,
+            leaseMs: 30_000,
+            types: ['redefined-work'],
+            queues: null,
+            tenants: null,
+          });
+          if (held.length > 0) await store.complete(held.map(refOf));
+          ran.push(...held);
+          await sleep(5);
+        }
+      })(),
+    ]);
+    const jobs = [...ran, ...(await scheduleJobs(store, 'redef'))];
+    const byOccurrence = jobs.map((j) => j.occurrence?.getTime() as number);
+    expect(firedOccurrences.length, 'the schedule fired while being redefined').toBeGreaterThan(0);
+    expect(new Set(firedOccurrences).size, 'an occurrence fired twice').toBe(
+      firedOccurrences.length,
+    );
+    expect(new Set(byOccurrence).size, 'an occurrence job created twice').toBe(jobs.length);
+    expect(jobs).toHaveLength(firedOccurrences.length);
+    const info = await definer.get('redef');
+    expect(info?.fired).toBe(firedOccurrences.length);
+    expect(info?.options.payload, 'the last redefinition is the one stored').toEqual({
+      n: redefinitions,
+    });
   });
 
   it('defining the same schedule on several peers at once leaves one schedule; again changes nothing', async () => {

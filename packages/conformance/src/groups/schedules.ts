@@ -1,6 +1,6 @@
-import type { JobStore, ScheduleFire } from '@jobs/core';
+import type { JobStore, ScheduleFire, ScheduleRecord } from '@jobs/core';
 import { expect, it } from 'vitest';
-import { acquire, type Harness, makeNewJob, refOf, storeNow } from '../harness.js';
+import { acquire, type Harness, makeNewJob, refOf, sleep, storeNow } from '../harness.js';
 
 function fireOf(
   name: string,
@@ -20,16 +20,21 @@ function fireOf(
   };
 }
 
-async function saved(store: JobStore, name: string, nextAt: Date | null) {
-  return store.saveSchedule({
+async function saved(store: JobStore, name: string, nextAt: Date | null): Promise<ScheduleRecord> {
+  const record = await store.saveSchedule({
     name,
     spec: { every: 'PT1M', type: 'tick' },
     nextAt,
     resetProgress: false,
   });
+  expect(record, `an unconditional save of ${name} returns the record`).not.toBeNull();
+  return record as ScheduleRecord;
 }
 
-/** Schedules, store side: upsert, due, pause, and the compare-and-set fire with overlap rules. */
+/**
+ * Schedules, store side: upsert and versioned save, due, pause, and the compare-and-set fire
+ * with overlap rules.
+ */
 export function schedulesGroup(h: Harness): void {
   it('saveSchedule inserts a new schedule unpaused at version 1 with no progress', async () => {
     const store = await h.open();
@@ -88,8 +93,97 @@ export function schedulesGroup(h: Harness): void {
       skipped: 0,
       version: 5,
     });
-    expect(reset.createdAt).toEqual(updated.createdAt);
-    expect(reset.updatedAt.getTime()).toBeGreaterThanOrEqual(updated.updatedAt.getTime());
+    expect(reset!.createdAt).toEqual(updated!.createdAt);
+    expect(reset!.updatedAt.getTime()).toBeGreaterThanOrEqual(updated!.updatedAt.getTime());
+  });
+
+  it('saveSchedule with a stale expectedVersion returns null and changes nothing', async () => {
+    const store = await h.open();
+    const created = await saved(store, 's', new Date(Date.UTC(2026, 0, 1)));
+    // Another node fires between this caller's read (version 1) and its save.
+    await store.fireSchedule(
+      fireOf('s', created.version, { nextAt: new Date(Date.UTC(2026, 0, 2)) }),
+    );
+    const afterFire = await store.getSchedule('s');
+    const result = await store.saveSchedule({
+      name: 's',
+      spec: { v: 2 },
+      nextAt: created.nextAt,
+      resetProgress: true,
+      expectedVersion: created.version,
+    });
+    expect(result).toBeNull();
+    expect(await store.getSchedule('s')).toEqual(afterFire);
+    expect(afterFire).toMatchObject({ version: created.version + 1, fired: 1 });
+    // A version that names no schedule never creates one.
+    expect(
+      await store.saveSchedule({
+        name: 'missing',
+        spec: {},
+        nextAt: null,
+        resetProgress: false,
+        expectedVersion: 1,
+      }),
+    ).toBeNull();
+    expect(await store.getSchedule('missing')).toBeNull();
+  });
+
+  it('saveSchedule with expectedVersion null creates a new schedule but returns null for an existing name', async () => {
+    const store = await h.open();
+    const nextAt = new Date(Date.UTC(2030, 0, 1));
+    const created = await store.saveSchedule({
+      name: 's',
+      spec: { v: 1 },
+      nextAt,
+      resetProgress: false,
+      expectedVersion: null,
+    });
+    expect(created).toMatchObject({ name: 's', spec: { v: 1 }, nextAt, version: 1, fired: 0 });
+    const again = await store.saveSchedule({
+      name: 's',
+      spec: { v: 2 },
+      nextAt: null,
+      resetProgress: true,
+      expectedVersion: null,
+    });
+    expect(again).toBeNull();
+    expect(await store.getSchedule('s')).toEqual(created);
+  });
+
+  it('saveSchedule with the current expectedVersion updates, bumps the version and keeps paused', async () => {
+    const store = await h.open();
+    await saved(store, 's', new Date(Date.UTC(2030, 0, 1)));
+    await store.fireSchedule(fireOf('s', 1, { nextAt: new Date(Date.UTC(2030, 0, 2)) }));
+    const paused = await store.setSchedulePaused('s', true);
+    const next = new Date(Date.UTC(2031, 0, 1));
+    const updated = await store.saveSchedule({
+      name: 's',
+      spec: { v: 2 },
+      nextAt: next,
+      resetProgress: false,
+      expectedVersion: paused!.version,
+    });
+    expect(updated).toMatchObject({
+      spec: { v: 2 },
+      nextAt: next,
+      paused: true,
+      fired: 1,
+      version: paused!.version + 1,
+    });
+    expect(await store.getSchedule('s')).toEqual(updated);
+    const reset = await store.saveSchedule({
+      name: 's',
+      spec: { v: 3 },
+      nextAt: null,
+      resetProgress: true,
+      expectedVersion: updated!.version,
+    });
+    expect(reset).toMatchObject({
+      spec: { v: 3 },
+      nextAt: null,
+      fired: 0,
+      version: paused!.version + 2,
+    });
   });
 
   it('listSchedules returns every schedule, deleteSchedule removes one and says whether it existed', async () => {
@@ -300,7 +394,7 @@ export function schedulesGroup(h: Harness): void {
           }),
         ),
       );
-      const versions = records.map((r) => r.version).sort((a, b) => a - b);
+      const versions = records.map((r) => r!.version).sort((a, b) => a - b);
       expect(versions, `round ${round}`).toEqual(
         Array.from({ length: peers.length }, (_, i) => i + 1),
       );
@@ -348,5 +442,60 @@ export function schedulesGroup(h: Harness): void {
     const occurrences = new Set(jobs.map((j) => j.occurrence!.getTime()));
     expect(occurrences.size).toBe(h.rounds);
     expect(await store.getSchedule('s')).toMatchObject({ fired: h.rounds, version });
+  });
+
+  it('a save with the version a racing fire also read never moves nextAt back behind the fired occurrence (many rounds)', async () => {
+    const store = await h.open();
+    const [firer, definer] = (await h.peers(store, 2)) as [JobStore, JobStore];
+    const minute = 60_000;
+    const start = Date.UTC(2026, 0, 1);
+    await saved(store, 's', new Date(start));
+    let fires = 0;
+    for (let round = 0; round < h.rounds; round++) {
+      // Both read the same version: the firer moves nextAt on by a minute, the definer keeps the
+      // trigger (new spec, same nextAt). Exactly one may win.
+      const read = (await store.getSchedule('s'))!;
+      const occurrence = read.nextAt!;
+      const fire = () =>
+        firer.fireSchedule(
+          fireOf('s', read.version, {
+            nextAt: new Date(occurrence.getTime() + minute),
+            jobs: [makeNewJob({ type: 'tick', schedule: 's', occurrence })],
+          }),
+        );
+      const save = () =>
+        definer.saveSchedule({
+          name: 's',
+          spec: { every: 'PT1M', type: 'tick', round },
+          nextAt: occurrence,
+          resetProgress: false,
+          expectedVersion: read.version,
+        });
+      // Alternate which call starts first and stagger the other by 0–4 ms, so that on every
+      // store either may reach it first (a one-statement save outruns a fire transaction).
+      const lag = round % 5;
+      const [fired, stored] = await Promise.all(
+        round % 2 === 0
+          ? ([fire(), sleep(lag).then(save)] as const)
+          : ([sleep(lag).then(fire), save()] as const),
+      );
+      const after = (await store.getSchedule('s'))!;
+      if (fired.status === 'fired') {
+        fires += 1;
+        expect(after.nextAt!.getTime(), `round ${round}: nextAt behind the fired occurrence`).toBe(
+          occurrence.getTime() + minute,
+        );
+        expect(stored, `round ${round}: the save with the stale version must fail`).toBeNull();
+      } else {
+        expect(fired.status, `round ${round}`).toBe('conflict');
+        expect(stored, `round ${round}: one of the two must win`).not.toBeNull();
+        expect(after.nextAt, `round ${round}`).toEqual(occurrence);
+      }
+      expect(after.version, `round ${round}: exactly one write`).toBe(read.version + 1);
+    }
+    const final = (await store.getSchedule('s'))!;
+    expect(final.nextAt!.getTime()).toBe(start + fires * minute);
+    expect(final.fired).toBe(fires);
+    expect(await store.listJobs({ limit: 1000, offset: 0, schedule: 's' })).toHaveLength(fires);
   });
 }

@@ -6,10 +6,12 @@
  * only if the version is unchanged. Of several runners (nodes) racing to fire an occurrence, one
  * wins; the others get `conflict`, re-read and move on. Each job also carries the key
  * `sched:<name>@<occurrence ISO>#<shard>`, so an unfinished occurrence job is never duplicated.
+ * `define` compare-and-sets on the same version, so a redefinition never moves `nextAt` back
+ * over an occurrence another node has just fired.
  */
 import { type Clock, systemClock } from '../clock.js';
 import type { EngineEventName, EngineEvents, Logger } from '../engine/types.js';
-import { NotFoundError, ValidationError } from '../errors.js';
+import { NotFoundError, StoreError, ValidationError } from '../errors.js';
 import { DEFAULT_RETRIES } from '../retry.js';
 import type { JobStore, NewJob, ScheduleFireStatus, ScheduleRecord } from '../store.js';
 import {
@@ -67,6 +69,8 @@ interface StoredSpec {
 
 const UNFINISHED = ['timer', 'async', 'running'] as const;
 const MAX_PASSES = 5;
+/** Read–compute–save rounds of `define` before it gives up on a schedule others keep changing. */
+const MAX_DEFINE_ATTEMPTS = 10;
 
 const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {} };
 
@@ -104,38 +108,61 @@ export class ScheduleRunner {
    * Creates schedule `name` or updates it in place. Idempotent: the same options again (from
    * any node) change nothing. Changed options that keep the trigger (payload, shards, overlap…)
    * keep the next fire time and the counters; a changed trigger (cron, timezone, every, repeat)
-   * starts over from now.
+   * starts over from now. The save is a compare-and-set on the version read, so a fire on
+   * another node in between is never undone; the definition is then worked out again. Throws a
+   * `StoreError` if other nodes keep changing the schedule through 10 attempts.
    */
   async define(name: string, options: ScheduleOptions): Promise<ScheduleInfo> {
     const normalized = validateScheduleOptions(name, options);
-    const existing = await this.store.getSchedule(name);
-    const previous = existing ? readSpec(existing) : null;
-    if (existing && previous && canonicalJson(previous.options) === canonicalJson(normalized)) {
-      return toInfo(existing, previous);
+    for (let attempt = 1; attempt <= MAX_DEFINE_ATTEMPTS; attempt += 1) {
+      const existing = await this.store.getSchedule(name);
+      const previous = existing ? readSpec(existing) : null;
+      if (existing && previous && canonicalJson(previous.options) === canonicalJson(normalized)) {
+        return toInfo(existing, previous);
+      }
+      let spec: StoredSpec;
+      let nextAt: Date | null;
+      let resetProgress: boolean;
+      if (existing && previous && triggerKey(previous.options) === triggerKey(normalized)) {
+        spec = { v: 1, options: normalized, anchor: previous.anchor };
+        nextAt = existing.nextAt;
+        resetProgress = false;
+      } else {
+        const now = this.clock.now();
+        spec = { v: 1, options: normalized, anchor: new Date(now).toISOString() };
+        const trigger = createTrigger(normalized, now);
+        // A cron match at this very instant belongs to the past; a repeat starting now fires now.
+        const first = normalized.cron !== null ? trigger.after(now) : trigger.atOrAfter(now);
+        nextAt = first === null ? null : new Date(first);
+        resetProgress = true;
+      }
+      // Compare-and-set on the version read: if another node fired or redefined the schedule
+      // since, writing this `nextAt` would undo its fire (the occurrence would fire again), so
+      // nothing is written and the definition is worked out again from a fresh read.
+      const record = await this.store.saveSchedule({
+        name,
+        spec,
+        nextAt,
+        resetProgress,
+        expectedVersion: existing?.version ?? null,
+      });
+      if (record === null) {
+        this.logger.debug('schedule changed while being defined; reading it again', {
+          schedule: name,
+          attempt,
+        });
+        continue;
+      }
+      this.changed();
+      this.logger.info('schedule defined', {
+        schedule: name,
+        nextAt: record.nextAt?.toISOString() ?? null,
+      });
+      return toInfo(record, spec);
     }
-    let spec: StoredSpec;
-    let nextAt: Date | null;
-    let resetProgress: boolean;
-    if (existing && previous && triggerKey(previous.options) === triggerKey(normalized)) {
-      spec = { v: 1, options: normalized, anchor: previous.anchor };
-      nextAt = existing.nextAt;
-      resetProgress = false;
-    } else {
-      const now = this.clock.now();
-      spec = { v: 1, options: normalized, anchor: new Date(now).toISOString() };
-      const trigger = createTrigger(normalized, now);
-      // A cron match at this very instant belongs to the past; a repeat starting now fires now.
-      const first = normalized.cron !== null ? trigger.after(now) : trigger.atOrAfter(now);
-      nextAt = first === null ? null : new Date(first);
-      resetProgress = true;
-    }
-    const record = await this.store.saveSchedule({ name, spec, nextAt, resetProgress });
-    this.changed();
-    this.logger.info('schedule defined', {
-      schedule: name,
-      nextAt: record.nextAt?.toISOString() ?? null,
-    });
-    return toInfo(record, spec);
+    throw new StoreError(
+      `[@jobs/core] schedule ${JSON.stringify(name)}: define gave up after ${MAX_DEFINE_ATTEMPTS} attempts; other nodes kept changing it between read and save`,
+    );
   }
 
   /** Deletes the schedule; jobs it already created stay. False when there was none. */
