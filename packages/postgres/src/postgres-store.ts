@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import {
   type AcquireRequest,
   assertIdentifier,
+  assertKnownOptions,
+  assertPositiveInteger,
   type EnqueueOptions,
   type EnqueueResult,
   type Job,
@@ -29,6 +31,8 @@ import pg from 'pg';
 import { NotificationListener } from './listener.js';
 import { migrateSchema } from './migrate.js';
 import { buildStatements, NOW_MS, type Statements } from './statements.js';
+
+const OPTION_KEYS = ['connectionString', 'pool', 'max', 'schema', 'notifyChannel'];
 
 export interface PostgresJobStoreOptions {
   /** A `postgres://` URL; the store opens (and closes) its own pool. */
@@ -107,6 +111,20 @@ export class PostgresJobStore implements JobStore {
   private readonly connectionConfig: pg.ClientConfig;
 
   constructor(options: PostgresJobStoreOptions) {
+    if (options === null || typeof options !== 'object') {
+      throw new ValidationError(
+        'options',
+        '[@jobs/postgres] give { connectionString } or { pool }',
+      );
+    }
+    assertKnownOptions(options, OPTION_KEYS, '@jobs/postgres');
+    if (options.pool && options.connectionString) {
+      throw new ValidationError(
+        'connectionString',
+        '[@jobs/postgres] give a connectionString or a pool, not both',
+      );
+    }
+    if (options.max !== undefined) assertPositiveInteger(options.max, 'max', '@jobs/postgres');
     this.schema = assertIdentifier(options.schema ?? 'jobs', 'schema', { max: 48 });
     this.channel = assertIdentifier(
       options.notifyChannel ?? `${this.schema}_jobs`,
@@ -123,7 +141,10 @@ export class PostgresJobStore implements JobStore {
       });
       this.ownsPool = true;
     } else {
-      throw new ValidationError('connectionString', 'give a connectionString or a pool');
+      throw new ValidationError(
+        'connectionString',
+        '[@jobs/postgres] give a connectionString or a pool',
+      );
     }
     // A pool emits 'error' when an idle client dies (server restart); without a listener that
     // would crash the process. The next query simply gets a fresh connection.

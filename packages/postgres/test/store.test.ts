@@ -1,4 +1,4 @@
-import { type AcquireRequest, LEASE_EXPIRED_MESSAGE } from '@jobs/core';
+import { type AcquireRequest, LEASE_EXPIRED_MESSAGE, ValidationError } from '@jobs/core';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresJobStore } from '../src/index.js';
@@ -64,6 +64,24 @@ describe.skipIf(!reachable)('PostgresJobStore (direct)', () => {
 
   it('rejects a schema that is not an identifier', () => {
     expect(() => openStore('jobs; drop table x')).toThrow(/identifier/);
+  });
+
+  it('rejects unknown options, both or neither of connectionString and pool, and a bad max', () => {
+    const pool = new pg.Pool({ connectionString: PG_URL });
+    try {
+      expect(() => new PostgresJobStore({ connectionString: PG_URL, shema: 'x' } as never)).toThrow(
+        /shema: \[@jobs\/postgres\] unknown option; known: connectionString/,
+      );
+      expect(() => new PostgresJobStore({ connectionString: PG_URL, pool })).toThrow(
+        ValidationError,
+      );
+      expect(() => new PostgresJobStore({})).toThrow(/connectionString or a pool/);
+      expect(() => new PostgresJobStore({ connectionString: PG_URL, max: 0 })).toThrow(
+        /max: \[@jobs\/postgres\] must be a positive integer/,
+      );
+    } finally {
+      void pool.end();
+    }
   });
 
   it('enqueue returns jobs in input order, honours keys within a batch and against rows', async () => {

@@ -3,6 +3,7 @@ import {
   type AcquireRequest,
   assertIdentifier,
   assertKnownOptions,
+  assertPositiveInteger,
   type EnqueueOptions,
   type EnqueueResult,
   type Job,
@@ -170,7 +171,14 @@ export class TypeormJobStore implements JobStore {
       this.dialect.kind === 'postgres'
         ? new PostgresNotifier(this.dataSource, channel)
         : this.sqlite
-          ? new SqliteNotifier(this.sqliteHandle, options.sqliteNotifyIntervalMs ?? 50)
+          ? new SqliteNotifier(
+              this.sqliteHandle,
+              assertPositiveInteger(
+                options.sqliteNotifyIntervalMs ?? 50,
+                'sqliteNotifyIntervalMs',
+                '@jobs/typeorm',
+              ),
+            )
           : null;
     this.notifier = notifier;
     if (notifier) {
@@ -191,7 +199,11 @@ export class TypeormJobStore implements JobStore {
         };
       };
     }
-    this.sqliteWaitMs = options.sqliteTransactionWaitMs ?? 10_000;
+    this.sqliteWaitMs = assertPositiveInteger(
+      options.sqliteTransactionWaitMs ?? 10_000,
+      'sqliteTransactionWaitMs',
+      '@jobs/typeorm',
+    );
   }
 
   /** The better-sqlite3 handle under TypeORM's single SQLite connection. */

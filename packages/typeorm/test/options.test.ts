@@ -16,6 +16,12 @@ it('rejects a missing DataSource, unknown options, bad prefixes and unsupported 
   expect(() => new TypeormJobStore({ dataSource: sqlite(), tablePrefix: 'x;drop' })).toThrow(
     ValidationError,
   );
+  expect(() => new TypeormJobStore({ dataSource: sqlite(), sqliteNotifyIntervalMs: 0 })).toThrow(
+    /sqliteNotifyIntervalMs: \[@jobs\/typeorm\] must be a positive integer/,
+  );
+  expect(() => new TypeormJobStore({ dataSource: sqlite(), sqliteTransactionWaitMs: 1.5 })).toThrow(
+    /sqliteTransactionWaitMs/,
+  );
   // Shaped like a DataSource of a driver the store does not speak (sql.js is not installed).
   const sqljs = { createQueryRunner: () => null, options: { type: 'sqljs' } } as never;
   expect(() => new TypeormJobStore({ dataSource: sqljs })).toThrow(/"sqljs" is not supported/);
