@@ -142,8 +142,6 @@ export class MysqlJobStore implements JobStore {
   /** `<database>.<prefix>`, read with the server version; part of every named lock's name. */
   private lockNamespace = '';
   private closed = false;
-  /** `auto_increment_increment` (1 unless e.g. Galera spaces ids); read on the first bulk insert. */
-  private idStep: number | null = null;
   /** A failed session setup on a new pooled connection, reported by the next operation. */
   private sessionSetupError: unknown = null;
 
@@ -422,13 +420,19 @@ export class MysqlJobStore implements JobStore {
     }
   }
 
+  /**
+   * The id step of this session's inserts: 1, unless the server spaces ids (Galera sets it per
+   * node and changes it as nodes join and leave; a caller's connection may set its own). Read on
+   * the connection that inserts, for every multi-row INSERT: one small query per chunk.
+   */
   private async autoIncrementStep(connection: Queryable): Promise<number> {
-    if (this.idStep === null) {
-      const rows = await this.rows(connection, 'SELECT @@auto_increment_increment AS step', []);
-      const step = Number(rows[0]?.step ?? 1);
-      this.idStep = Number.isInteger(step) && step >= 1 ? step : 1;
-    }
-    return this.idStep;
+    const rows = await this.rows(
+      connection,
+      'SELECT @@session.auto_increment_increment AS step',
+      [],
+    );
+    const step = Number(rows[0]?.step ?? 1);
+    return Number.isInteger(step) && step >= 1 ? step : 1;
   }
 
   /** One multi-row INSERT per chunk; returns the jobs as stored, by input index. */
@@ -449,8 +453,8 @@ export class MysqlJobStore implements JobStore {
       );
       // A multi-row INSERT with a known row count is a "simple insert": InnoDB reserves all its
       // auto-increment values at once, in every lock mode (interleaving only splits bulk inserts
-      // such as INSERT … SELECT), so the ids are insertId, insertId + step, … where step is
-      // `auto_increment_increment` (1, or e.g. the cluster size under Galera). Number(): a pool
+      // such as INSERT … SELECT), so the ids are insertId, insertId + step, … where step is the
+      // session's `auto_increment_increment` (1, or e.g. the cluster size under Galera). Number(): a pool
       // with `bigNumberStrings` reports insertId as text.
       const step = chunk.length > 1 ? await this.autoIncrementStep(connection) : 1;
       chunk.forEach((index, i) => {

@@ -202,6 +202,34 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
         await pool.end();
       }
     });
+
+    it('each bulk insert uses its own session step: the store pool (1) and a caller transaction (3)', async () => {
+      const { store } = await freshStore();
+      const expectStored = async (results: Awaited<ReturnType<typeof store.enqueue>>) => {
+        for (const r of results) {
+          expect((await store.getJob(r.job.id))?.payload, `job ${r.job.id}`).toEqual(r.job.payload);
+        }
+      };
+      await expectStored(
+        await store.enqueue([0, 1, 2].map((i) => makeNewJob({ payload: { a: i } }))),
+      );
+      const connection = await mysql.createConnection({ uri: MYSQL_URL, database });
+      try {
+        await connection.query('SET SESSION auto_increment_increment = 3');
+        await connection.beginTransaction();
+        const inTx = await store.enqueue(
+          [0, 1, 2].map((i) => makeNewJob({ payload: { tx: i } })),
+          { tx: connection },
+        );
+        await connection.commit();
+        await expectStored(inTx);
+      } finally {
+        await connection.end();
+      }
+      await expectStored(
+        await store.enqueue([0, 1, 2].map((i) => makeNewJob({ payload: { b: i } }))),
+      );
+    });
   });
 
   describe('a caller pool with unusual number and date settings', () => {

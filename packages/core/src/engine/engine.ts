@@ -155,6 +155,7 @@ export class JobEngine {
   private flushing: Promise<void> | null = null;
   private flushFailures = 0;
   private completionTimer: NodeJS.Timeout | null = null;
+  private readonly settleChecks = new Set<Promise<void>>();
   private woken = false;
   private wakeSleeper: (() => void) | null = null;
   private loopDone: Promise<void> | null = null;
@@ -302,7 +303,7 @@ export class JobEngine {
         // Handlers that ignore their signal keep running, but we no longer vouch for them:
         // give the jobs back so another engine can run them.
         for (const held of this.held.values()) {
-          if (held.controller && !held.lost && this.isExecuting(held)) {
+          if (held.controller && !held.lost && !held.finished) {
             held.lost = true;
             this.pendingRelease.push(held);
           }
@@ -310,6 +311,8 @@ export class JobEngine {
       }
     }
     await this.flushUntilEmpty();
+    // Reads that decide how an uncertain settle is reported, before the caller closes the store.
+    while (this.settleChecks.size > 0) await Promise.all(this.settleChecks);
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = null;
     this.state = 'stopped';
@@ -624,7 +627,7 @@ export class JobEngine {
     held.finished = true;
     if (held.lost) {
       // Lease lost while running: someone else may own the job now; nothing of ours is written.
-      this.held.delete(held.job.id);
+      this.forget(held);
     } else if (held.shutdownAborted) {
       this.pendingRelease.push(held);
     } else if (error === null) {
@@ -771,15 +774,13 @@ export class JobEngine {
     const lost = new Set(result.lost);
     const now = Date.now();
     for (const held of done) {
-      this.held.delete(held.job.id);
+      this.forget(held);
       const completed = () =>
         this.emit('completed', { job: held.job, durationMs: now - held.startedAt });
       if (!lost.has(held.job.id)) completed();
       else if (held.settleUncertain) {
         // An earlier call may have deleted it: then the job is gone, and it was ours.
-        void this.settledEarlier(held, (job) => job === null).then((ours) =>
-          ours ? completed() : this.emitLeaseLost(held),
-        );
+        this.reportUncertain(held, (job) => job === null, completed);
       } else this.emitLeaseLost(held);
     }
   }
@@ -788,7 +789,7 @@ export class JobEngine {
     this.afterScheduledJobsEnded(fails.map((f) => f.held));
     const lost = new Set(result.lost);
     for (const { held, failure, willRetry } of fails) {
-      this.held.delete(held.job.id);
+      this.forget(held);
       const failed = () => {
         this.emit('failed', {
           job: held.job,
@@ -801,17 +802,14 @@ export class JobEngine {
       };
       if (!lost.has(held.job.id)) failed();
       else if (held.settleUncertain) {
-        // An earlier call may have recorded the failure: then nobody has taken the job since
-        // (an acquisition counts an attempt) and it is unlocked in the state we asked for.
-        const target = willRetry ? 'timer' : 'deadletter';
-        void this.settledEarlier(
+        // An earlier call may have recorded the failure: then the job carries our error (it may
+        // have been retried, even run and finished, since). A lease that really ran out carries
+        // the lease-expired error instead.
+        this.reportUncertain(
           held,
-          (job) =>
-            job !== null &&
-            job.state === target &&
-            job.lockToken === null &&
-            job.attempts === held.job.attempts,
-        ).then((ours) => (ours ? failed() : this.emitLeaseLost(held)));
+          (job) => job === null || job.lastError?.message === failure.error.message,
+          failed,
+        );
       } else this.emitLeaseLost(held);
     }
     // A retry is a new timer: let the loop see its due time.
@@ -820,23 +818,42 @@ export class JobEngine {
 
   /**
    * After a settle call that failed (maybe having taken effect) and a retry that found the lease
-   * gone: reads the job to tell "our earlier call did it" from a lease really lost.
+   * gone: reads the job to tell "our earlier call did it" (`report`) from a lease really lost.
+   * `stop()` waits for these reads. When the job cannot be read, only the error is reported.
    */
-  private async settledEarlier(
+  private reportUncertain(
     held: HeldJob,
     ours: (job: Job | null) => boolean,
-  ): Promise<boolean> {
-    try {
-      return ours(await this.store.getJob(held.job.id));
-    } catch (error) {
-      this.reportError(error, 'read a job after an uncertain settle');
-      return false;
-    }
+    report: () => void,
+  ): void {
+    const check = (async () => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const job = await this.store.getJob(held.job.id);
+          if (ours(job)) report();
+          else this.emitLeaseLost(held);
+          return;
+        } catch (error) {
+          if (attempt >= 3) {
+            this.reportError(error, `read job ${held.job.id} after an uncertain settle`);
+            return;
+          }
+          await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
+        }
+      }
+    })();
+    this.settleChecks.add(check);
+    void check.finally(() => this.settleChecks.delete(check));
+  }
+
+  /** Drops a held job, unless the engine has since leased the same job again. */
+  private forget(held: HeldJob): void {
+    if (this.held.get(held.job.id) === held) this.held.delete(held.job.id);
   }
 
   private afterRelease(releases: HeldJob[], result: SettleResult): void {
     const lost = new Set(result.lost);
-    for (const held of releases) this.held.delete(held.job.id);
+    for (const held of releases) this.forget(held);
     const jobs = releases.filter((h) => !lost.has(h.job.id)).map((h) => h.job);
     if (jobs.length > 0) {
       this.emit('released', { jobs });
@@ -931,7 +948,7 @@ export class JobEngine {
     const index = this.buffer.indexOf(held);
     if (index >= 0) this.buffer.splice(index, 1);
     const executing = held.controller !== null && this.isExecuting(held);
-    if (!executing) this.held.delete(held.job.id);
+    if (!executing) this.forget(held);
     held.controller?.abort(new LockLostError(held.job.id));
     this.emitLeaseLost(held);
   }
