@@ -35,6 +35,7 @@ import {
   type Query,
   type QueryOutcome,
 } from './dialects/dialect.js';
+import { isDuplicateKey } from './dialects/mysql.js';
 
 /**
  * Ids are canonical decimal strings of the auto-increment column (`'7'`, not `'07'`, within
@@ -553,20 +554,24 @@ export class Operations {
     }
     if (updated === 0) {
       if (typeof expected === 'number') return null;
-      // Insert; a concurrent creator wins the primary key and this one becomes an update.
-      const insert =
-        this.d.kind === 'mysql'
-          ? `INSERT IGNORE INTO ${this.schedules}`
-          : `INSERT INTO ${this.schedules}`;
+      // Insert; a concurrent creator wins the primary key and this one becomes an update. MySQL
+      // has no `ON CONFLICT`: its duplicate-key error undoes only this statement, and is caught
+      // (`INSERT IGNORE` would also turn a value the column cannot hold into a warning).
       const conflict = this.d.kind === 'mysql' ? '' : ` ON CONFLICT ("name") DO NOTHING`;
-      const inserted = yield {
-        sql: this.q(
-          `${insert} ("name", "spec", "next_at", "paused", "pending_misfire", "skipped", "fired", "version", "created_at", "updated_at")
-            VALUES (?, ?, ?, ${this.d.FALSE}, ${this.d.FALSE}, 0, 0, 1, ${this.d.now}, ${this.d.now})${conflict}`,
-        ),
-        params: [request.name, spec, next],
-      };
-      if (inserted.affected === 0) {
+      let inserted: number;
+      try {
+        inserted = (yield {
+          sql: this.q(
+            `INSERT INTO ${this.schedules} ("name", "spec", "next_at", "paused", "pending_misfire", "skipped", "fired", "version", "created_at", "updated_at")
+              VALUES (?, ?, ?, ${this.d.FALSE}, ${this.d.FALSE}, 0, 0, 1, ${this.d.now}, ${this.d.now})${conflict}`,
+          ),
+          params: [request.name, spec, next],
+        }).affected;
+      } catch (error) {
+        if (this.d.kind !== 'mysql' || !isDuplicateKey(error)) throw error;
+        inserted = 0;
+      }
+      if (inserted === 0) {
         if (expected === null) return null;
         yield {
           sql: this.q(

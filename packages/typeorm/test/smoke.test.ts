@@ -171,3 +171,41 @@ describe.each(['better-sqlite3', 'postgres', 'mysql'] as const)(
     });
   },
 );
+
+describe('mysql schedule create', () => {
+  it('a schedule MySQL cannot store fails loudly instead of being stored altered', async () => {
+    const db = await createTestDatabase('mysql');
+    const ds = await openDataSource(db);
+    const store = new TypeormJobStore({ dataSource: ds, destroyDataSourceOnClose: true });
+    try {
+      await store.migrate();
+      // DATETIME ends at 9999; a plain INSERT rejects the value, `INSERT IGNORE` would store a
+      // zero date with a warning instead.
+      const beyond = new Date('+010000-01-01T00:00:00.000Z');
+      for (const expectedVersion of [undefined, null]) {
+        await expect(
+          store.saveSchedule({
+            name: `far-${String(expectedVersion)}`,
+            spec: { a: 1 },
+            nextAt: beyond,
+            resetProgress: false,
+            expectedVersion,
+          }),
+        ).rejects.toThrow(/Incorrect datetime value.*next_at/);
+      }
+      expect(await store.listSchedules()).toEqual([]);
+      // A name that exists still makes create-only return null and an upsert update in place.
+      const base = { spec: { a: 1 }, nextAt: new Date(Date.now() + 60_000), resetProgress: false };
+      expect(
+        (await store.saveSchedule({ ...base, name: 's', expectedVersion: null }))?.version,
+      ).toBe(1);
+      expect(await store.saveSchedule({ ...base, name: 's', expectedVersion: null })).toBeNull();
+      expect((await store.saveSchedule({ ...base, name: 's', spec: { a: 2 } }))?.spec).toEqual({
+        a: 2,
+      });
+    } finally {
+      await store.close();
+      await db.drop();
+    }
+  });
+});
