@@ -54,7 +54,8 @@ export interface SqliteJobStoreOptions {
   busyTimeoutMs?: number;
   /**
    * How often `subscribe` checks `PRAGMA data_version` for commits by other connections and
-   * processes. Default 50 ms; the check reads no pages, it is a counter in shared memory.
+   * processes. Default 10 ms; the check reads no pages (it is a counter in shared memory, ~2 µs),
+   * and a wake-up that finds nothing due costs one read, never the write lock.
    */
   notifyIntervalMs?: number;
   /** The store's clock (tests inject a `FakeClock`). Default: this process's clock. */
@@ -145,7 +146,7 @@ export class SqliteJobStore implements JobStore {
     this.sql = sqliteStatements(this.prefix);
     this.clock = options.clock ?? systemClock;
     this.notifyIntervalMs = assertPositiveInteger(
-      options.notifyIntervalMs ?? 50,
+      options.notifyIntervalMs ?? 10,
       'notifyIntervalMs',
       '@jobs/sqlite',
     );
@@ -271,9 +272,13 @@ export class SqliteJobStore implements JobStore {
 
   async acquire(request: AcquireRequest): Promise<Job[]> {
     if (request.limit <= 0 || request.types.length === 0) return [];
-    return this.guard('acquire', () =>
-      this.transaction(this.connection, () => this.acquireDue(request, this.clock.now())),
-    );
+    return this.guard('acquire', () => {
+      // Most polls of an idle engine find nothing. A plain read says so without taking the
+      // write lock, so such a poll never waits for (or holds up) another process's writes.
+      const probe = { ...filterParams(request), now: this.clock.now() };
+      if (this.pluck(this.connection, this.sql.anyDue, probe) === undefined) return [];
+      return this.transaction(this.connection, () => this.acquireDue(request, this.clock.now()));
+    });
   }
 
   async completeAndAcquire(

@@ -27,6 +27,7 @@ export interface SqliteStatements {
   insertJob: string;
   insertJobs: string;
   jobsByKeys: string;
+  anyDue: string;
   acquire: string;
   complete: string;
   fail: string;
@@ -71,6 +72,12 @@ export function sqliteStatements(prefix: string): SqliteStatements {
       RETURNING *`,
 
     jobsByKeys: `SELECT * FROM ${jobs} WHERE job_key IN (SELECT value FROM json_each(@keys))`,
+
+    // A superset of what `acquire` takes, read without the write lock: when it finds nothing,
+    // an acquisition need not take the lock at all.
+    anyDue: `SELECT 1 FROM ${jobs} AS j
+      WHERE j.state IN ${WAITING} AND j.due_at <= @now AND ${REQUEST_FILTER}
+      LIMIT 1`,
 
     // Exclusive rule, in SQL: an exclusive job qualifies only when (a) no exclusive job of its
     // scope runs with a live lease and (b) no due waiting exclusive job of its scope comes first

@@ -1,4 +1,5 @@
 import { FakeClock, type Job, LEASE_EXPIRED_MESSAGE } from '@jobs/core';
+import Database from 'better-sqlite3';
 import { describe, expect, test } from 'vitest';
 import { newJob, openStore, readRow, request } from './helpers.js';
 
@@ -190,6 +191,29 @@ describe('acquire', () => {
     ]);
     expect(await store.suspend({ type: 'x' })).toBe(1);
     expect(await store.acquire({ ...request, types: ['work', 'x'] })).toEqual([]);
+  });
+
+  test('with nothing due, acquire reads without the write lock; with a due job it takes it', async () => {
+    const store = await openStore({ busyTimeoutMs: 100 });
+    const [due] = await store.enqueue([
+      newJob({ type: 'other' }),
+      newJob({ payload: 'later', delayMs: 60_000 }),
+    ]);
+    // Another process holds the write lock, as a long write transaction would.
+    const writer = new Database(store.db.name);
+    writer.exec('BEGIN IMMEDIATE');
+    try {
+      // Nothing of type `work` is due: answered at once, not after the busy timeout.
+      expect(await store.acquire(request)).toEqual([]);
+      // A due `other` job must be leased under the lock, so this one waits and gives up.
+      await expect(store.acquire({ ...request, types: ['other'] })).rejects.toThrow(/locked|busy/i);
+    } finally {
+      writer.exec('ROLLBACK');
+      writer.close();
+    }
+    expect((await store.acquire({ ...request, types: ['other'] })).map((j) => j.id)).toEqual([
+      due!.job.id,
+    ]);
   });
 });
 
