@@ -29,6 +29,7 @@ import {
   StoreError,
 } from '@jobs/core';
 import {
+  candidateWhere,
   type Dialect,
   marks,
   type Operation,
@@ -216,6 +217,20 @@ export class Operations {
   *acquire(request: AcquireRequest, token: string): Operation<SqlRow[]> {
     if (request.limit <= 0 || request.types.length === 0) return [];
     return yield* this.d.acquire(request, token);
+  }
+
+  /**
+   * True when some job is an acquisition candidate for `request`: the same WHERE as `acquire`,
+   * read without a lock, so a caller can skip a locking acquisition that would find nothing.
+   */
+  *anyCandidate(request: AcquireRequest): Operation<boolean> {
+    if (request.limit <= 0 || request.types.length === 0) return false;
+    const where = candidateWhere(this.d, request);
+    const rows = (yield {
+      sql: `SELECT 1 AS ${this.d.quote('one')} FROM ${this.jobs} j WHERE ${where.sql} LIMIT 1`,
+      params: where.params,
+    }).rows;
+    return rows.length > 0;
   }
 
   /** Acquired rows as jobs in acquisition order. */

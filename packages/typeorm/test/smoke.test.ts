@@ -1,5 +1,6 @@
 import { makeNewJob } from '@jobs/conformance';
 import type { NewJob } from '@jobs/core';
+import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { TypeormJobStore } from '../src/index.js';
 import { createTestDatabase, openDataSource } from './databases.js';
@@ -203,6 +204,47 @@ describe('mysql schedule create', () => {
       expect((await store.saveSchedule({ ...base, name: 's', spec: { a: 2 } }))?.spec).toEqual({
         a: 2,
       });
+    } finally {
+      await store.close();
+      await db.drop();
+    }
+  });
+});
+
+describe('better-sqlite3 acquire', () => {
+  it('with nothing due, acquire reads without the write lock; with a due job it takes it', async () => {
+    const db = await createTestDatabase('better-sqlite3');
+    if (db.options.type !== 'better-sqlite3') throw new Error('expected a better-sqlite3 database');
+    // A short busy timeout, so an acquisition that waits for the lock fails quickly.
+    const ds = await openDataSource({ ...db, options: { ...db.options, timeout: 100 } });
+    const store = new TypeormJobStore({ dataSource: ds, destroyDataSourceOnClose: true });
+    const request = {
+      owner: 'o',
+      limit: 10,
+      leaseMs: 60_000,
+      types: ['a'],
+      queues: null,
+      tenants: null,
+    };
+    try {
+      await store.migrate();
+      const [due] = await store.enqueue([job({ type: 'other' }), job({ delayMs: 60_000 })]);
+      // Another process holds the write lock, as a long write transaction would.
+      const writer = new Database(String(db.options.database));
+      writer.exec('BEGIN IMMEDIATE');
+      try {
+        // Nothing of type `a` is due: answered at once, not after the busy timeout.
+        expect(await store.acquire(request)).toEqual([]);
+        // A due `other` job is leased under the lock, so this one waits and gives up.
+        await expect(store.acquire({ ...request, types: ['other'] })).rejects.toThrow(
+          /locked|busy/i,
+        );
+      } finally {
+        writer.exec('ROLLBACK');
+        writer.close();
+      }
+      const got = await store.acquire({ ...request, types: ['other'] });
+      expect(got.map((j) => j.id)).toEqual([due!.job.id]);
     } finally {
       await store.close();
       await db.drop();
