@@ -1,20 +1,39 @@
 import { makeNewJob } from '@jobs/conformance';
 import type { NewJob } from '@jobs/core';
 import Database from 'better-sqlite3';
+import type { DataSourceOptions } from 'typeorm';
 import { describe, expect, it } from 'vitest';
 import { TypeormJobStore } from '../src/index.js';
-import { createTestDatabase, openDataSource } from './databases.js';
+import { createTestDatabase, type Driver, openDataSource, type TestDatabase } from './databases.js';
 
 const job = (over: Partial<NewJob> = {}): NewJob =>
   makeNewJob({ type: 'a', payload: { x: 1 }, ...over });
 
+/**
+ * Runs `test` on a migrated store over a fresh database of `driver` (its DataSource options
+ * amended by `dataSourceOptions`), then closes the store and drops the database.
+ */
+async function withStore(
+  driver: Driver,
+  test: (store: TypeormJobStore, db: TestDatabase) => Promise<void>,
+  dataSourceOptions: Record<string, unknown> = {},
+): Promise<void> {
+  const db = await createTestDatabase(driver);
+  const options = { ...db.options, ...dataSourceOptions } as DataSourceOptions;
+  const ds = await openDataSource({ ...db, options });
+  const store = new TypeormJobStore({ dataSource: ds, destroyDataSourceOnClose: true });
+  try {
+    await store.migrate();
+    await test(store, db);
+  } finally {
+    await store.close();
+    await db.drop();
+  }
+}
+
 describe.each(['better-sqlite3', 'postgres', 'mysql'] as const)('%s smoke', (driver) => {
   it('does the basics', async () => {
-    const db = await createTestDatabase(driver);
-    const ds = await openDataSource(db);
-    const store = new TypeormJobStore({ dataSource: ds, destroyDataSourceOnClose: true });
-    try {
-      await store.migrate();
+    await withStore(driver, async (store) => {
       await store.migrate();
       const now = await store.now();
       expect(Math.abs(now.getTime() - Date.now())).toBeLessThan(5000);
@@ -95,20 +114,13 @@ describe.each(['better-sqlite3', 'postgres', 'mysql'] as const)('%s smoke', (dri
         Date,
       );
       expect(await store.recoverExpiredLeases(10)).toEqual({ requeued: [], deadlettered: [] });
-    } finally {
-      await store.close();
-      await db.drop();
-    }
+    });
   });
 });
 
 describe.each(['better-sqlite3', 'postgres', 'mysql'] as const)('%s large batches', (driver) => {
   it('settles 2,500 jobs in one call (statements are chunked under parameter limits)', async () => {
-    const db = await createTestDatabase(driver);
-    const ds = await openDataSource(db);
-    const store = new TypeormJobStore({ dataSource: ds, destroyDataSourceOnClose: true });
-    try {
-      await store.migrate();
+    await withStore(driver, async (store) => {
       await store.enqueue(Array.from({ length: 2_500 }, (_, i) => job({ payload: { i } })));
       const got = await store.acquire({
         owner: 'o',
@@ -124,10 +136,7 @@ describe.each(['better-sqlite3', 'postgres', 'mysql'] as const)('%s large batche
       const stale = { id: refs[0]!.id, token: 'stale' };
       expect(await store.complete([...refs.slice(1), stale])).toEqual({ lost: [refs[0]!.id] });
       expect((await store.stats()).map((s) => s.count)).toEqual([1]);
-    } finally {
-      await store.close();
-      await db.drop();
-    }
+    });
   });
 });
 
@@ -135,11 +144,7 @@ describe.each(['better-sqlite3', 'postgres', 'mysql'] as const)(
   '%s completeAndAcquire',
   (driver) => {
     it('deletes the finished jobs held with their tokens, reports stale and malformed refs lost, and leases the next ones', async () => {
-      const db = await createTestDatabase(driver);
-      const ds = await openDataSource(db);
-      const store = new TypeormJobStore({ dataSource: ds, destroyDataSourceOnClose: true });
-      try {
-        await store.migrate();
+      await withStore(driver, async (store) => {
         const [a, b, c] = await store.enqueue([job(), job(), job()]);
         const request = {
           owner: 'o',
@@ -165,21 +170,14 @@ describe.each(['better-sqlite3', 'postgres', 'mysql'] as const)(
         ]);
         expect(await store.getJob(a!.job.id)).toBeNull();
         expect((await store.getJob(b!.job.id))?.lockOwner).toBe('o');
-      } finally {
-        await store.close();
-        await db.drop();
-      }
+      });
     });
   },
 );
 
 describe('mysql schedule create', () => {
   it('a schedule MySQL cannot store fails loudly instead of being stored altered', async () => {
-    const db = await createTestDatabase('mysql');
-    const ds = await openDataSource(db);
-    const store = new TypeormJobStore({ dataSource: ds, destroyDataSourceOnClose: true });
-    try {
-      await store.migrate();
+    await withStore('mysql', async (store) => {
       // DATETIME ends at 9999; a plain INSERT rejects the value, `INSERT IGNORE` would store a
       // zero date with a warning instead.
       const beyond = new Date('+010000-01-01T00:00:00.000Z');
@@ -204,50 +202,43 @@ describe('mysql schedule create', () => {
       expect((await store.saveSchedule({ ...base, name: 's', spec: { a: 2 } }))?.spec).toEqual({
         a: 2,
       });
-    } finally {
-      await store.close();
-      await db.drop();
-    }
+    });
   });
 });
 
 describe('better-sqlite3 acquire', () => {
   it('with nothing due, acquire reads without the write lock; with a due job it takes it', async () => {
-    const db = await createTestDatabase('better-sqlite3');
-    if (db.options.type !== 'better-sqlite3') throw new Error('expected a better-sqlite3 database');
     // A short busy timeout, so an acquisition that waits for the lock fails quickly.
-    const ds = await openDataSource({ ...db, options: { ...db.options, timeout: 100 } });
-    const store = new TypeormJobStore({ dataSource: ds, destroyDataSourceOnClose: true });
-    const request = {
-      owner: 'o',
-      limit: 10,
-      leaseMs: 60_000,
-      types: ['a'],
-      queues: null,
-      tenants: null,
-    };
-    try {
-      await store.migrate();
-      const [due] = await store.enqueue([job({ type: 'other' }), job({ delayMs: 60_000 })]);
-      // Another process holds the write lock, as a long write transaction would.
-      const writer = new Database(String(db.options.database));
-      writer.exec('BEGIN IMMEDIATE');
-      try {
-        // Nothing of type `a` is due: answered at once, not after the busy timeout.
-        expect(await store.acquire(request)).toEqual([]);
-        // A due `other` job is leased under the lock, so this one waits and gives up.
-        await expect(store.acquire({ ...request, types: ['other'] })).rejects.toThrow(
-          /locked|busy/i,
-        );
-      } finally {
-        writer.exec('ROLLBACK');
-        writer.close();
-      }
-      const got = await store.acquire({ ...request, types: ['other'] });
-      expect(got.map((j) => j.id)).toEqual([due!.job.id]);
-    } finally {
-      await store.close();
-      await db.drop();
-    }
+    await withStore(
+      'better-sqlite3',
+      async (store, db) => {
+        const request = {
+          owner: 'o',
+          limit: 10,
+          leaseMs: 60_000,
+          types: ['a'],
+          queues: null,
+          tenants: null,
+        };
+        const [due] = await store.enqueue([job({ type: 'other' }), job({ delayMs: 60_000 })]);
+        // Another process holds the write lock, as a long write transaction would.
+        const writer = new Database(String(db.options.database));
+        writer.exec('BEGIN IMMEDIATE');
+        try {
+          // Nothing of type `a` is due: answered at once, not after the busy timeout.
+          expect(await store.acquire(request)).toEqual([]);
+          // A due `other` job is leased under the lock, so this one waits and gives up.
+          await expect(store.acquire({ ...request, types: ['other'] })).rejects.toThrow(
+            /locked|busy/i,
+          );
+        } finally {
+          writer.exec('ROLLBACK');
+          writer.close();
+        }
+        const got = await store.acquire({ ...request, types: ['other'] });
+        expect(got.map((j) => j.id)).toEqual([due!.job.id]);
+      },
+      { timeout: 100 },
+    );
   });
 });
