@@ -9,12 +9,24 @@ const src = (pkg: string): string =>
  * package's tests without a rebuild. Child processes spawned by tests use the built `dist`.
  */
 export const workspaceAliases: Record<string, string> = {
+  // Before '@jobs/core': the first alias that matches an import wins.
+  '@jobs/core/sql': fileURLToPath(new URL('./packages/core/src/sql/index.ts', import.meta.url)),
   '@jobs/core': src('core'),
   '@jobs/conformance': src('conformance'),
   '@jobs/sqlite': src('sqlite'),
   '@jobs/postgres': src('postgres'),
   '@jobs/mysql': src('mysql'),
   '@jobs/typeorm': src('typeorm'),
+};
+
+/** `.sql` migration files import as their text, as the build embeds them (tsup `loader`). */
+const sqlAsText = {
+  name: 'jobs-sql-as-text',
+  transform(code: string, id: string): { code: string; map: null } | null {
+    return id.endsWith('.sql')
+      ? { code: `export default ${JSON.stringify(code)};`, map: null }
+      : null;
+  },
 };
 
 /**
@@ -30,6 +42,7 @@ export const workspaceAliases: Record<string, string> = {
 export function packageTestProject(test: UserWorkspaceConfig['test'] = {}): UserWorkspaceConfig {
   return defineProject({
     resolve: { alias: workspaceAliases },
+    plugins: [sqlAsText],
     test: {
       include: ['test/**/*.test.ts'],
       testTimeout: 60_000,

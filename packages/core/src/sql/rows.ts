@@ -8,7 +8,7 @@
  *   due_at, retries_left, attempts, scope, exclusive, job_key (unique among rows), tenant_id,
  *   queue, last_error_message, last_error_stack, created_at, lock_owner, lock_expires_at,
  *   lock_token, retry_policy (JSON text), suspended_from, schedule_name, occurrence,
- *   shard_index, shard_count
+ *   shard_index, shard_count, meta (JSON text or jsonb: the enqueuer's string headers)
  * Table `<prefix>schedules`:
  *   name (primary key), spec (JSON text), next_at, paused, pending_misfire, skipped, fired,
  *   version, created_at, updated_at
@@ -40,6 +40,19 @@ export const INSERT_JOB_COLUMNS = [
   'occurrence',
   'shard_index',
   'shard_count',
+  'meta',
+] as const;
+
+/** Every column of the jobs table, in `rowToJob` names: the inserted ones and those a lease or a failure writes. */
+export const JOB_COLUMN_NAMES = [
+  'id',
+  ...INSERT_JOB_COLUMNS,
+  'last_error_message',
+  'last_error_stack',
+  'lock_owner',
+  'lock_expires_at',
+  'lock_token',
+  'suspended_from',
 ] as const;
 
 /**
@@ -56,7 +69,8 @@ export function newJobValues(
   },
 ): SqlValue[] {
   const due = dueTime(job, now);
-  const json = encode.json ?? ((v: unknown) => JSON.stringify(v));
+  // An undefined payload is stored as JSON null, as the memory store keeps it.
+  const json = encode.json ?? ((v: unknown) => JSON.stringify(v === undefined ? null : v));
   return [
     job.type,
     json(job.payload),
@@ -76,6 +90,7 @@ export function newJobValues(
     job.occurrence ? encode.time(job.occurrence) : null,
     job.shard ? job.shard.index : null,
     job.shard ? job.shard.count : null,
+    job.meta ? JSON.stringify(job.meta) : null,
   ];
 }
 
@@ -160,6 +175,10 @@ export function rowToJob(row: SqlRow): Job {
       shardIndex === null || shardIndex === undefined
         ? null
         : { index: readInt(shardIndex), count: readInt(row.shard_count) },
+    meta:
+      row.meta === null || row.meta === undefined
+        ? null
+        : (readJson(row.meta) as Record<string, string>),
   };
 }
 

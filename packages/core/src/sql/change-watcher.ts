@@ -1,0 +1,99 @@
+/**
+ * Wake-ups for databases without notifications: a cheap value that changes when other
+ * connections make jobs acquirable, read every few milliseconds while someone listens; a
+ * change wakes the subscribers (an engine then acquires). SQLite reads `PRAGMA data_version`
+ * (shared memory, no I/O); MySQL reads `Dialect.wakeSignal` (the end of the primary key). The
+ * read is one cheap statement, not an acquisition: an idle engine costs the database one such
+ * read per interval per store, and acquires only when something changed.
+ */
+import { StoreSubscribers } from '../store-support.js';
+
+export class ChangeWatcher<V> {
+  private readonly subscribers = new StoreSubscribers();
+  private timer: NodeJS.Timeout | null = null;
+  /** The value last read; undefined until the first read after `subscribe`. */
+  private last: V | undefined = undefined;
+  private reading = false;
+  private readCount = 0;
+
+  /**
+   * `read` returns the current value (sync or async), or null once its source is gone (the
+   * watcher then stops). A failed read is skipped: the engine's fallback poll and its own
+   * error reporting cover an unreachable database. While `busy()` says the subscribers are
+   * looking for jobs anyway (an acquisition ran within the interval), reads are skipped; the
+   * next read compares with the last value read, so nothing added meanwhile is missed.
+   */
+  constructor(
+    private readonly read: () => V | null | Promise<V | null>,
+    private readonly intervalMs: number,
+    private readonly busy: () => boolean = () => false,
+  ) {}
+
+  /** Reads done so far (for benches: the cost of an idle engine). */
+  get reads(): number {
+    return this.readCount;
+  }
+
+  subscribe(listener: () => void): () => void {
+    const remove = this.subscribers.add(listener);
+    if (!this.timer) {
+      this.last = undefined;
+      this.check();
+      this.timer = setInterval(() => this.check(), this.intervalMs);
+      this.timer.unref();
+    }
+    return () => {
+      remove();
+      if (this.subscribers.size === 0) this.stop();
+    };
+  }
+
+  /** Wakes this process's own subscribers after its own commit, on the next turn. */
+  wakeSoon(): void {
+    this.subscribers.wakeSoon();
+  }
+
+  /** Stops reading; with `clear`, also drops every subscriber (the store is closing). */
+  stop(clear = false): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    if (clear) this.subscribers.clear();
+  }
+
+  private check(): void {
+    // One read at a time: a slow database is not sent a queue of them.
+    if (this.reading || (this.last !== undefined && this.busy())) return;
+    this.readCount += 1;
+    let value: V | null | Promise<V | null>;
+    try {
+      value = this.read();
+    } catch {
+      return; // the connection is closing; stop() follows
+    }
+    if (!(value instanceof Promise)) {
+      this.seen(value);
+      return;
+    }
+    this.reading = true;
+    value.then(
+      (v) => {
+        this.reading = false;
+        if (this.timer) this.seen(v);
+      },
+      () => {
+        this.reading = false;
+      },
+    );
+  }
+
+  private seen(value: V | null): void {
+    if (value === null) {
+      this.stop();
+      return;
+    }
+    const first = this.last === undefined;
+    if (!first && value === this.last) return;
+    this.last = value;
+    if (!first) this.subscribers.wake();
+  }
+}

@@ -1,0 +1,646 @@
+/**
+ * MySQL 8 / MariaDB 10.6+, for `@jobs/mysql` and `@jobs/typeorm` alike (schema and the reasons
+ * for its indexes: `migrations/mysql/0001_init.sql`):
+ * - times are `DATETIME(3)` holding UTC on the server's clock (`UTC_TIMESTAMP(3)`), written as
+ *   UTC text and read back as text, so no session time zone or driver option shifts them;
+ * - acquisition is one READ COMMITTED transaction: `SELECT … FOR UPDATE SKIP LOCKED` walking the
+ *   all-ascending index `ix_jobs_acquire`, then one `UPDATE`; the jobs are built from the locked
+ *   rows (there is no `UPDATE … RETURNING`). Exclusive scopes: see `confirmExclusive`;
+ * - completion is one `DELETE … RETURNING` where the server has it (MariaDB; the dialect learns
+ *   the server from `useServer`, or asks on its first acquisition), else the shared
+ *   lock-then-delete in a transaction (MySQL); failures are one fenced `UPDATE` per job;
+ * - enqueue inserts in multi-row INSERTs whose ids follow from `insertId` and the session's
+ *   `auto_increment_increment` (no read-back). Keys are checked without gap locks, so keyed
+ *   enqueues in callers' REPEATABLE READ transactions neither deadlock nor hold back other
+ *   keys: a plain read finds held keys, and an INSERT's duplicate key those committed since
+ *   (see `insertKeyed`).
+ */
+import { StoreError } from '../../errors.js';
+import type { AcquireRequest, EnqueueResult, JobFailure, JobRef, NewJob } from '../../store.js';
+import {
+  type Dialect,
+  JOB_COLUMN_NAMES,
+  marks,
+  pairMarks,
+  SCHEDULE_COLUMN_NAMES,
+  selectList,
+  type TableName,
+  tableBaseName,
+} from '../dialect.js';
+import type { Operation, Query } from '../executor.js';
+import { loadMigrations, type Migration } from '../migrate.js';
+import init from '../migrations/mysql/0001_init.sql';
+import oneSchema from '../migrations/mysql/0002_one_schema.sql';
+import acquireIndexes from '../migrations/mysql/0003_acquire_indexes.sql';
+import history from '../migrations/mysql/0004_history.sql';
+import jobMeta from '../migrations/mysql/0005_job_meta.sql';
+import {
+  INSERT_JOB_COLUMNS,
+  newJobValues,
+  readBool,
+  readTime,
+  rowToJob,
+  type SqlRow,
+  type SqlValue,
+} from '../rows.js';
+import { candidateWhere, scopeHeadIsFree } from '../scope-rule.js';
+import { driverErrno } from './support.js';
+
+/** A parsed `SELECT VERSION()`. */
+export interface ServerVersion {
+  flavor: 'mysql' | 'mariadb';
+  major: number;
+  minor: number;
+  patch: number;
+  /** The text the server reported. */
+  raw: string;
+}
+
+/**
+ * Parses what `SELECT VERSION()` returns, e.g. `8.0.36`, `8.4.0-log`, `10.11.19-MariaDB-0+deb12u1`
+ * or the replication-compatible `5.5.5-10.6.12-MariaDB`.
+ *
+ * @example
+ * parseServerVersion('10.11.19-MariaDB-0+deb12u1'); // { flavor: 'mariadb', major: 10, minor: 11, patch: 19, … }
+ */
+export function parseServerVersion(raw: string): ServerVersion {
+  const text = String(raw).trim();
+  const flavor = /mariadb/i.test(text) ? 'mariadb' : 'mysql';
+  // MariaDB may prefix its real version with `5.5.5-` so that old MySQL clients accept it.
+  const version = flavor === 'mariadb' ? text.replace(/^5\.5\.5-/, '') : text;
+  const match = /^(\d+)\.(\d+)(?:\.(\d+))?/.exec(version);
+  if (!match) {
+    throw new StoreError(
+      `[@jobs/core/sql] cannot read the MySQL/MariaDB server version from ${JSON.stringify(text)}`,
+    );
+  }
+  const [major, minor, patch] = [match[1], match[2], match[3] ?? 0].map(Number) as number[];
+  return { flavor, major: major ?? 0, minor: minor ?? 0, patch: patch ?? 0, raw: text };
+}
+
+/** True for MySQL's duplicate-key error (ER_DUP_ENTRY), however a driver wrapped it. */
+export function isDuplicateKey(error: unknown): boolean {
+  return driverErrno(error) === 1062;
+}
+
+export interface MysqlDialectOptions {
+  /** Prefix of the store's table names. */
+  tablePrefix: string;
+  /** Database holding the tables; their names are qualified with it. Default: the connection's. */
+  database?: string | null;
+  /**
+   * Complete jobs with `DELETE … RETURNING`. Default: when the server has it (MariaDB, not
+   * MySQL). False runs the MySQL path on MariaDB (tests).
+   */
+  deleteReturning?: boolean;
+  /**
+   * A former default prefix (`@jobs/typeorm` 0.1's `''`): `migrate()` renames that prefix's
+   * tables to `tablePrefix` when only they exist (see `adoptTables`).
+   */
+  adoptPrefix?: string;
+}
+
+/** The MySQL dialect; it may be told the server so it need not ask. */
+export interface MysqlDialect extends Dialect {
+  /** The server, once known (`useServer`, or read on the first acquisition). */
+  readonly server: ServerVersion | null;
+  useServer(version: ServerVersion): void;
+}
+
+const quote = (identifier: string): string => `\`${identifier}\``;
+const asText = (column: string): string => `CAST(${column} AS CHAR)`;
+const NOW = 'UTC_TIMESTAMP(3)';
+/** Deadlock (1213) and lock wait timeout (1205): the statement or transaction was undone. */
+const RETRYABLE = new Set([1213, 1205]);
+/** Jobs per multi-row INSERT, and about how many payload bytes: well under `max_allowed_packet`. */
+const INSERT_CHUNK_ROWS = 500;
+const INSERT_CHUNK_BYTES = 4 * 1024 * 1024;
+/** Where a row of `newJobValues` has the JSON that makes it large: the payload and the meta. */
+const PAYLOAD_AT = INSERT_JOB_COLUMNS.indexOf('payload');
+const META_AT = INSERT_JOB_COLUMNS.indexOf('meta');
+const MIGRATE_LOCK_SECONDS = 60;
+const encode = {
+  time: (date: Date): SqlValue => date.toISOString().replace('T', ' ').replace('Z', ''),
+  bool: (value: boolean): SqlValue => (value ? 1 : 0),
+  // `undefined` is not JSON; it is stored as null, as the memory store does.
+  json: (value: unknown): SqlValue => (value === undefined ? 'null' : JSON.stringify(value)),
+};
+
+/** The MySQL 8 / MariaDB 10.6+ dialect (see the file comment). */
+export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
+  const { tablePrefix } = options;
+  const database = options.database ?? null;
+  const qualifier = database === null ? '' : `${quote(database)}.`;
+  const table = (name: TableName): string =>
+    `${qualifier}${quote(`${tablePrefix}${tableBaseName(name)}`)}`;
+  const jobs = table('jobs');
+  const jobColumns = (alias?: string): string =>
+    selectList(
+      JOB_COLUMN_NAMES,
+      quote,
+      { due_at: asText, created_at: asText, lock_expires_at: asText, occurrence: asText },
+      alias,
+    );
+  // Named locks are server-wide: their names hash the database and prefix (as @jobs/mysql 0.1).
+  const namespace = `COALESCE(?, DATABASE())`;
+  const migrateLock = `CONCAT('jobs_migrate_', SHA1(CONCAT(${namespace}, '.', ?)))`;
+  const scopeLock = `CONCAT('jobs_scope_', SHA1(CONCAT(${namespace}, ?)))`;
+  const pruneLock = `CONCAT('jobs_prune_', SHA1(CONCAT(${namespace}, '.', ?)))`;
+  const scopeLockParams = (scope: string): unknown[] => [database, `.${tablePrefix}\u0000${scope}`];
+  const headIsFree = scopeHeadIsFree({ now: NOW, TRUE: '1', quote }, 'j', jobs);
+  let server: ServerVersion | null = null;
+  const deleteReturning = (): boolean => options.deleteReturning ?? server?.flavor === 'mariadb';
+
+  /**
+   * Renames the tables of prefix `from` to `tablePrefix` when only they exist: their jobs table,
+   * their version table without `name` (a `name` is @jobs/mysql 0.1's, adopted below), and no
+   * jobs or version table under `tablePrefix`. Their former index names go first (0002 adds
+   * this schema's), so a crash between the two statements leaves a state the next run adopts.
+   */
+  function* adoptTables(from: string): Operation<void> {
+    const names = (prefix: string): string[] =>
+      ['jobs', 'schedules', 'jobs_migrations'].map((t) => `${prefix}${t}`);
+    const [jobsFrom, schedulesFrom, versionsFrom] = names(from) as [string, string, string];
+    const [jobsTo, schedulesTo, versionsTo] = names(tablePrefix) as [string, string, string];
+    const columns = (yield {
+      sql: `SELECT TABLE_NAME AS t, COLUMN_NAME AS c FROM information_schema.COLUMNS
+        WHERE TABLE_SCHEMA = ${namespace} AND TABLE_NAME IN (?, ?, ?, ?, ?)
+          AND COLUMN_NAME IN ('lock_token', 'version', 'name')`,
+      params: [database, jobsFrom, schedulesFrom, versionsFrom, jobsTo, versionsTo],
+    }).rows;
+    const has = (name: string, column?: string): boolean =>
+      columns.some((row) => row.t === name && (column === undefined || row.c === column));
+    if (!has(jobsFrom, 'lock_token') || !has(versionsFrom, 'version') || has(versionsFrom, 'name'))
+      return;
+    if (has(jobsTo) || has(versionsTo)) return;
+    const former = ['jobs_key_uq', 'jobs_due_idx', 'jobs_scope_idx', 'jobs_schedule_idx'];
+    const indexes = (yield {
+      sql: `SELECT DISTINCT INDEX_NAME AS i FROM information_schema.STATISTICS
+        WHERE TABLE_SCHEMA = ${namespace} AND TABLE_NAME = ? AND INDEX_NAME IN (${marks(4)})`,
+      params: [database, jobsFrom, ...former.map((name) => `${from}${name}`)],
+    }).rows.map((row) => `DROP INDEX ${quote(String(row.i))}`);
+    if (indexes.length > 0) {
+      yield { sql: `ALTER TABLE ${qualifier}${quote(jobsFrom)} ${indexes.join(', ')}`, params: [] };
+    }
+    const renames = [
+      [jobsFrom, jobsTo],
+      ...(has(schedulesFrom) ? [[schedulesFrom, schedulesTo]] : []),
+      [versionsFrom, versionsTo],
+    ].map(([a, b]) => `${qualifier}${quote(a as string)} TO ${qualifier}${quote(b as string)}`);
+    yield { sql: `RENAME TABLE ${renames.join(', ')}`, params: [] };
+  }
+
+  /** Asks the server what it is, once, unless told (`useServer`) or forced by the options. */
+  function* knowServer(): Operation<void> {
+    if (server || options.deleteReturning !== undefined) return;
+    const row = (yield { sql: 'SELECT VERSION() AS version', params: [] }).rows[0];
+    server = parseServerVersion(String(row?.version ?? ''));
+  }
+
+  /**
+   * Exclusive rows of a locked batch, under races: the locking SELECT already left out rows
+   * that do not head their scope or whose scope runs an exclusive job (subqueries: plain reads
+   * of the latest committed rows). That check and the commit are not atomic — another acquirer
+   * may commit a row of the scope in between (a due time crossing now can make another row the
+   * head) — so per scope the first row is kept only under a server-wide named lock
+   * (`GET_LOCK(…, 0)`: never waits; a scope another acquirer holds waits for the next round),
+   * after a fresh read of the rule. The lock is released after COMMIT (see `acquire`), so any
+   * acquirer that gets it next sees this one's rows running.
+   */
+  function* confirmExclusive(rows: SqlRow[]): Operation<{ kept: SqlRow[]; held: string[] }> {
+    const heads = new Map<string, SqlRow>();
+    for (const row of rows) {
+      const scope = row.scope === null ? null : String(row.scope);
+      if (readBool(row.exclusive) && scope !== null && !heads.has(scope)) heads.set(scope, row);
+    }
+    if (heads.size === 0) return { kept: rows, held: [] };
+    const scopes = [...heads.keys()];
+    const got = (yield {
+      sql: `SELECT ${scopes.map((_, i) => `GET_LOCK(${scopeLock}, 0) AS l${i}`).join(', ')}`,
+      params: scopes.flatMap(scopeLockParams),
+    }).rows[0];
+    const held = scopes.filter((_, i) => Number(got?.[`l${i}`]) === 1);
+    const candidates = held.map((scope) => heads.get(scope)?.id);
+    const confirmed = new Set<string>();
+    if (candidates.length > 0) {
+      const ok = yield {
+        sql: `SELECT j.id FROM ${jobs} j WHERE j.id IN (${marks(candidates.length)}) AND ${headIsFree}`,
+        params: candidates,
+      };
+      for (const row of ok.rows) confirmed.add(String(row.id));
+    }
+    const kept = rows.filter(
+      (row) =>
+        !readBool(row.exclusive) ||
+        row.scope === null ||
+        (heads.get(String(row.scope)) === row && confirmed.has(String(row.id))),
+    );
+    return { kept, held };
+  }
+
+  /** One multi-row INSERT per chunk; the rows as stored, by input index. */
+  function* insertRows(values: SqlValue[][], indexes: number[]): Operation<Map<number, SqlRow>> {
+    const stored = new Map<number, SqlRow>();
+    const columns = INSERT_JOB_COLUMNS.map(quote).join(', ');
+    const rowMarks = `(${marks(INSERT_JOB_COLUMNS.length)})`;
+    for (const chunk of chunksOf(values, indexes)) {
+      const header = yield {
+        sql: `INSERT INTO ${jobs} (${columns}) VALUES ${chunk.map(() => rowMarks).join(', ')}`,
+        params: chunk.flatMap((index) => values[index] as SqlValue[]),
+      };
+      // A multi-row INSERT with a known row count is a "simple insert": InnoDB reserves all its
+      // ids at once, in every lock mode, so they are insertId, insertId + step, … where step is
+      // the session's auto_increment_increment (1, or e.g. the cluster size under Galera; read
+      // on the inserting connection, for every multi-row INSERT).
+      let step = 1n;
+      if (chunk.length > 1) {
+        const row = (yield { sql: 'SELECT @@session.auto_increment_increment AS step', params: [] })
+          .rows[0];
+        step = BigInt(Math.max(1, Number(row?.step ?? 1)));
+      }
+      if (header.insertId === null) {
+        throw new StoreError('[@jobs/core/sql] enqueue: the driver reported no insertId');
+      }
+      const first = BigInt(header.insertId);
+      chunk.forEach((index, i) => {
+        const row: SqlRow = { id: String(first + BigInt(i) * step) };
+        INSERT_JOB_COLUMNS.forEach((column, k) => {
+          row[column] = values[index]?.[k];
+        });
+        stored.set(index, row);
+      });
+    }
+    return stored;
+  }
+
+  const d: MysqlDialect = {
+    name: 'mysql',
+    get server() {
+      return server;
+    },
+    useServer(version) {
+      server = version;
+    },
+    table,
+    quote,
+    sql: (text) => text.replace(/"/g, '`'),
+    placeholders: (sql) => sql,
+    now: NOW,
+    nowPlusMs: `TIMESTAMPADD(MICROSECOND, ROUND(? * 1000), ${NOW})`,
+    TRUE: '1',
+    FALSE: '0',
+    time: encode.time,
+    bool: encode.bool,
+    timeText: asText,
+    jobColumns,
+    scheduleColumns: selectList(SCHEDULE_COLUMN_NAMES, quote, {
+      next_at: asText,
+      created_at: asText,
+      updated_at: asText,
+    }),
+    // A locking read sees the latest committed row even in a REPEATABLE READ transaction.
+    latestRead: ' LOCK IN SHARE MODE',
+    setup: [],
+    returning: false,
+    lockSkipLocked: ' FOR UPDATE SKIP LOCKED',
+    pairs: pairMarks,
+    onConflictDoNothing: () => '',
+    isDuplicateKey,
+    isRetryable: (error) => RETRYABLE.has(driverErrno(error) ?? 0),
+    probeBeforeAcquire: false,
+
+    // ---- schema ----
+    migrations: loadMigrations(
+      {
+        '0001_init': init,
+        '0002_one_schema': oneSchema,
+        '0003_acquire_indexes': acquireIndexes,
+        '0004_history': history,
+        '0005_job_meta': jobMeta,
+      },
+      {
+        jobs,
+        schedules: table('schedules'),
+        history: table('history'),
+        prefix: tablePrefix,
+        database: database === null ? 'DATABASE()' : `'${database}'`,
+      },
+    ),
+    versionTable: `CREATE TABLE IF NOT EXISTS ${table('migrations')} (\`version\` INT NOT NULL PRIMARY KEY, \`applied_at\` DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)) ENGINE=InnoDB`,
+    recordVersion: (migration: Migration): Query => ({
+      sql: `INSERT INTO ${table('migrations')} (\`version\`, \`applied_at\`) VALUES (?, ${NOW})`,
+      params: [migration.version],
+    }),
+    migrateLock: {
+      // DDL commits implicitly in MySQL, so a session lock (held by this connection) guards it.
+      lock: [
+        {
+          sql: `SELECT GET_LOCK(${migrateLock}, ${MIGRATE_LOCK_SECONDS}) AS got`,
+          params: [database, tablePrefix],
+        },
+      ],
+      unlock: [
+        { sql: `SELECT RELEASE_LOCK(${migrateLock}) AS released`, params: [database, tablePrefix] },
+      ],
+      transactional: false,
+    },
+    *beforeMigrate(): Operation<void> {
+      const held = yield {
+        sql: `SELECT IS_USED_LOCK(${migrateLock}) = CONNECTION_ID() AS mine`,
+        params: [database, tablePrefix],
+      };
+      if (Number(held.rows[0]?.mine) !== 1) {
+        throw new Error(
+          `another process held the migration lock for ${MIGRATE_LOCK_SECONDS} s; try again`,
+        );
+      }
+      const { adoptPrefix } = options;
+      if (adoptPrefix !== undefined && adoptPrefix !== tablePrefix) yield* adoptTables(adoptPrefix);
+      // @jobs/mysql 0.1 recorded versions in `<prefix>migrations` (version, name, applied_at):
+      // adopt it as the one version table (`<prefix>jobs_migrations`: version, applied_at).
+      const former = `${tablePrefix}migrations`;
+      const current = `${tablePrefix}jobs_migrations`;
+      const columns = (yield {
+        sql: `SELECT TABLE_NAME AS t, COLUMN_NAME AS c FROM information_schema.COLUMNS
+          WHERE TABLE_SCHEMA = ${namespace} AND TABLE_NAME IN (?, ?)`,
+        params: [database, former, current],
+      }).rows;
+      const has = (name: string, column?: string): boolean =>
+        columns.some((row) => row.t === name && (column === undefined || row.c === column));
+      const adopt = has(former, 'version') && has(former, 'name') && !has(current);
+      if (adopt) {
+        yield {
+          sql: `RENAME TABLE ${qualifier}${quote(former)} TO ${table('migrations')}`,
+          params: [],
+        };
+      }
+      if (adopt || has(current, 'name')) {
+        yield {
+          sql: `ALTER TABLE ${table('migrations')} DROP COLUMN \`name\`,
+            MODIFY \`applied_at\` DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)`,
+          params: [],
+        };
+      }
+    },
+
+    // ---- the hot path ----
+    *acquire(request: AcquireRequest, token: string): Operation<SqlRow[]> {
+      yield* knowServer();
+      const where = candidateWhere(d, request);
+      const rows = (yield {
+        // FORCE INDEX: the walk in acquisition order must not depend on InnoDB's sampled
+        // statistics (a filesort of every waiting row is the alternative they may suggest).
+        sql: `SELECT ${jobColumns('j')}, ${asText(NOW)} AS db_now
+          FROM ${jobs} j FORCE INDEX (ix_jobs_acquire)
+          WHERE j.waiting = 1 AND ${where.sql}
+          ORDER BY j.neg_priority, j.due_at, j.id LIMIT ? FOR UPDATE SKIP LOCKED`,
+        params: [...where.params, request.limit],
+      }).rows;
+      if (rows.length === 0) return [];
+      const { kept, held } = yield* confirmExclusive(rows);
+      try {
+        if (kept.length === 0) return [];
+        const lockExpiresAt = encode.time(
+          new Date(readTime(rows[0]?.db_now).getTime() + request.leaseMs),
+        );
+        yield {
+          sql: `UPDATE ${jobs} SET state = 'running', lock_owner = ?, lock_expires_at = ?,
+              lock_token = ?, attempts = attempts + 1
+            WHERE id IN (${marks(kept.length)})`,
+          params: [request.owner, lockExpiresAt, token, ...kept.map((row) => row.id)],
+        };
+        // The scope locks go only after COMMIT: this transaction ends here (see the Dialect's
+        // `acquire`), and the executor's own COMMIT then finds nothing to do.
+        if (held.length > 0) yield { sql: 'COMMIT', params: [] };
+        return kept.map(({ db_now: _, ...row }) => ({
+          ...row,
+          state: 'running',
+          lock_owner: request.owner,
+          lock_expires_at: lockExpiresAt,
+          lock_token: token,
+          attempts: Number(row.attempts) + 1,
+        }));
+      } finally {
+        if (held.length > 0) {
+          yield {
+            sql: `SELECT ${held.map(() => `RELEASE_LOCK(${scopeLock})`).join(', ')}`,
+            params: held.flatMap(scopeLockParams),
+          };
+        }
+      }
+    },
+    acquireInTransaction: true,
+    // The end of the primary key: one index dive ("select tables optimized away"), however many
+    // rows. Ids only grow, so a new job (from any connection, committed) changes it; nothing is
+    // written for it, so enqueue pays nothing. Two blind spots, both covered by the engine's
+    // fallback poll: a job that commits after a younger one was already seen (concurrent
+    // transactions; the next insert by anyone wakes too), and jobs that become acquirable
+    // without an insert (released, retried or activated elsewhere).
+    wakeSignal: { sql: `SELECT CAST(COALESCE(MAX(id), 0) AS CHAR) AS v FROM ${jobs}`, params: [] },
+    // `ix_jobs_due (waiting, due_at)` read in order: `state IN (…)` would not use the index on
+    // the generated `waiting` column, and MIN() over the rest reads every waiting row.
+    dueOrder: { from: `${jobs} j FORCE INDEX (ix_jobs_due)`, waiting: 'j.waiting = 1' },
+    // One pruner of history at a time: a session lock that never waits (GET_LOCK … 0).
+    historyLock: {
+      take: { sql: `SELECT GET_LOCK(${pruneLock}, 0) AS got`, params: [database, tablePrefix] },
+      release: [
+        { sql: `SELECT RELEASE_LOCK(${pruneLock}) AS released`, params: [database, tablePrefix] },
+      ],
+    },
+    get completeHeld() {
+      return deleteReturning() ? completeReturning : undefined;
+    },
+    *failHeld(failures: readonly JobFailure[]): Operation<string[]> {
+      // One fenced UPDATE per job, which says exactly whether it was held; rows in primary-key
+      // order, as every multi-row statement takes them, so a concurrent renewal cannot deadlock.
+      const changed: string[] = [];
+      for (const failure of [...failures].sort(byId)) {
+        const result = yield {
+          sql: `UPDATE ${jobs}
+            SET state = ?, due_at = IF(?, due_at, UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND),
+              retries_left = IF(?, retries_left, retries_left - 1),
+              lock_owner = NULL, lock_expires_at = NULL, lock_token = NULL,
+              last_error_message = ?, last_error_stack = ?
+            WHERE id = ? AND lock_token = ? AND state = 'running'`,
+          params: [
+            failure.deadletter ? 'deadletter' : 'timer',
+            failure.deadletter ? 1 : 0,
+            Math.max(0, Math.round(failure.retryDelayMs)) * 1000,
+            failure.deadletter ? 1 : 0,
+            failure.error.message,
+            failure.error.stack ?? null,
+            failure.id,
+            failure.token,
+          ],
+        };
+        if (result.affected > 0) changed.push(failure.id);
+      }
+      return changed;
+    },
+    // One keyed job alone is one INSERT (or a duplicate and a read): atomic on its own.
+    enqueueNeedsTransaction: (batch) =>
+      (batch.length > 1 && batch.some((job) => job.key !== null)) ||
+      chunksOf(
+        batch.map((job) => {
+          const row: SqlValue[] = [];
+          row[PAYLOAD_AT] = encode.json(job.payload);
+          row[META_AT] = job.meta ? JSON.stringify(job.meta) : null;
+          return row;
+        }),
+        batch.map((_, i) => i),
+      ).length > 1,
+    *enqueueJobs(newJobs: readonly NewJob[], notify: Query | null): Operation<EnqueueResult[]> {
+      const now = readTime(
+        (yield { sql: `SELECT ${asText(NOW)} AS now`, params: [] }).rows[0]?.now,
+      );
+      const values = newJobs.map((job) => newJobValues(job, now, encode));
+      const keyOf = (index: number): string | null => newJobs[index]?.key ?? null;
+      const firstOfKey = new Map<string, number>();
+      newJobs.forEach((job, index) => {
+        if (job.key !== null && !firstOfKey.has(job.key)) firstOfKey.set(job.key, index);
+      });
+      // Keys already held as this transaction sees them (a plain read: no locks), confirmed by
+      // a locking read of those rows by primary key: record locks only, where a locking read
+      // by `job_key` (a secondary index) would also lock the gap below each key in a
+      // REPEATABLE READ transaction. Other keys go straight to the INSERT (see `insertKeyed`).
+      const holders = new Map<string, SqlRow>();
+      const keys = [...firstOfKey.keys()];
+      const seen =
+        keys.length === 0
+          ? []
+          : (yield {
+              sql: `SELECT id FROM ${jobs} WHERE job_key IN (${marks(keys.length)})`,
+              params: keys,
+            }).rows.map((row) => row.id);
+      if (seen.length > 0) {
+        const found = yield {
+          sql: `SELECT ${jobColumns()} FROM ${jobs} WHERE id IN (${marks(seen.length)}) LOCK IN SHARE MODE`,
+          params: seen,
+        };
+        for (const row of found.rows) holders.set(String(row.job_key), row);
+      }
+      const toInsert = newJobs
+        .map((_, index) => index)
+        .filter((index) => {
+          const key = keyOf(index);
+          return key === null || (!holders.has(key) && firstOfKey.get(key) === index);
+        });
+      const inserted = new Map<number, SqlRow>();
+      for (const chunk of chunksOf(values, toInsert)) {
+        try {
+          for (const [index, row] of yield* insertRows(values, chunk)) inserted.set(index, row);
+        } catch (error) {
+          // A held key undid this INSERT alone (not the transaction): its rows go in again, the
+          // keyed ones one at a time, in input order (ids keep following it).
+          if (!isDuplicateKey(error) || !chunk.some((index) => keyOf(index) !== null)) throw error;
+          let run: number[] = [];
+          const flush = function* (): Operation<void> {
+            if (run.length > 0) {
+              for (const [i, row] of yield* insertRows(values, run)) inserted.set(i, row);
+            }
+            run = [];
+          };
+          for (const index of chunk) {
+            const key = keyOf(index);
+            if (key === null) {
+              run.push(index);
+              continue;
+            }
+            yield* flush();
+            const { created, row } = yield* insertKeyed(values, index, key);
+            if (created) inserted.set(index, row);
+            else holders.set(key, row);
+          }
+          yield* flush();
+        }
+      }
+      if (notify && inserted.size > 0) yield notify;
+      return newJobs.map((job, index) => {
+        const mine = inserted.get(index);
+        if (mine) return { job: rowToJob(mine), created: true };
+        const key = job.key as string;
+        const holder = holders.get(key) ?? inserted.get(firstOfKey.get(key) as number);
+        if (!holder) {
+          throw new StoreError(`[@jobs/core/sql] enqueue: lost track of the holder of key ${key}`);
+        }
+        return { job: rowToJob(holder), created: false };
+      });
+    },
+  };
+
+  /**
+   * One keyed job whose holder, if any, this transaction's snapshot did not show: insert, and
+   * only a duplicate key says a holder exists (committed since the snapshot, or just now). It
+   * is then read by one point read, `LOCK IN SHARE MODE` so that a caller's REPEATABLE READ
+   * snapshot cannot hide it. A locking read of a missing key would lock its gap in a
+   * REPEATABLE READ transaction, and callers holding one gap each then deadlock on each other's
+   * inserts. (The failed INSERT itself locks the gap below the held key until the transaction
+   * ends, as InnoDB's duplicate check does: the one case where a caller holds back others, and
+   * only keys between that one and the next lower.) A holder that finished before the read:
+   * the job is inserted again.
+   */
+  function* insertKeyed(
+    values: SqlValue[][],
+    index: number,
+    key: string,
+  ): Operation<{ created: boolean; row: SqlRow }> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const row = (yield* insertRows(values, [index])).get(index) as SqlRow;
+        return { created: true, row };
+      } catch (error) {
+        if (!isDuplicateKey(error)) throw error;
+      }
+      const holder = (yield {
+        sql: `SELECT ${jobColumns()} FROM ${jobs} WHERE job_key = ? LOCK IN SHARE MODE`,
+        params: [key],
+      }).rows[0];
+      if (holder) return { created: false, row: holder };
+      if (attempt >= 5) {
+        throw new StoreError(
+          `[@jobs/core/sql] enqueue: key ${JSON.stringify(key)} kept changing hands`,
+        );
+      }
+    }
+  }
+
+  /** MariaDB: one statement, and RETURNING says exactly which rows were held. */
+  function* completeReturning(refs: readonly JobRef[]): Operation<string[]> {
+    const held = (yield {
+      sql: `DELETE FROM ${jobs} WHERE id IN (${marks(refs.length)}) AND state = 'running'
+        AND (id, lock_token) IN (${pairMarks(refs.length)}) RETURNING id`,
+      params: [...refs.map((ref) => ref.id), ...refs.flatMap((ref) => [ref.id, ref.token])],
+    }).rows;
+    return held.map((row) => String(row.id));
+  }
+
+  return d;
+}
+
+/** Orders refs by numeric id (ids are canonical decimals: shorter is smaller). */
+function byId(a: JobRef, b: JobRef): number {
+  return a.id.length - b.id.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}
+
+/** Splits `indexes` into INSERT chunks of at most 500 rows and about 4 MiB of payload and meta. */
+function chunksOf(values: readonly (readonly unknown[])[], indexes: readonly number[]): number[][] {
+  const chunks: number[][] = [];
+  let chunk: number[] = [];
+  let bytes = 0;
+  for (const index of indexes) {
+    const row = values[index];
+    const size = String(row?.[PAYLOAD_AT] ?? '').length + String(row?.[META_AT] ?? '').length;
+    if (
+      chunk.length >= INSERT_CHUNK_ROWS ||
+      (chunk.length > 0 && bytes + size > INSERT_CHUNK_BYTES)
+    ) {
+      chunks.push(chunk);
+      chunk = [];
+      bytes = 0;
+    }
+    chunk.push(index);
+    bytes += size;
+  }
+  if (chunk.length > 0) chunks.push(chunk);
+  return chunks;
+}

@@ -1,0 +1,620 @@
+/**
+ * PostgreSQL, for `@jobs/postgres` and `@jobs/typeorm` alike:
+ * - the clock is `statement_timestamp()` (the database's time when a statement starts, also
+ *   inside a longer transaction, where `now()` would be the transaction's start); due times
+ *   written are cut to the millisecond, so a job enqueued "now" is due for the very next
+ *   statement (the columns hold milliseconds, and rounding up would make it wait);
+ * - hot-path statements take array parameters (`unnest($1::bigint[], $2::text[])`), so their
+ *   text is the same whatever the batch size and a driver can prepare each once per
+ *   connection;
+ * - acquisition is one `FOR UPDATE SKIP LOCKED` statement that leaves exclusive jobs to a
+ *   second, locked step (`acquireExclusive`, per-scope advisory locks); `completeAndAcquire`
+ *   deletes the finished batch in that same statement;
+ * - enqueue inserts a whole batch, keyed or not, and sends its wake-up in one statement.
+ * The statements of the members below are written with `$n` parameters (no `?`), which
+ * `placeholders` leaves alone.
+ */
+import type {
+  AcquireRequest,
+  EnqueueResult,
+  JobCompletion,
+  JobFailure,
+  JobRef,
+  NewJob,
+} from '../../store.js';
+import {
+  type Dialect,
+  JOB_COLUMN_NAMES,
+  pairMarks,
+  SCHEDULE_COLUMN_NAMES,
+  selectList,
+  type TableName,
+  tableBaseName,
+} from '../dialect.js';
+import type { Operation, Query } from '../executor.js';
+import { durationOf, historyInsert } from '../history-rows.js';
+import { loadMigrations, type Migration } from '../migrate.js';
+import init from '../migrations/postgres/0001_init.sql';
+import oneSchema from '../migrations/postgres/0002_one_schema.sql';
+import acquireIndexes from '../migrations/postgres/0003_acquire_indexes.sql';
+import history from '../migrations/postgres/0004_history.sql';
+import jobMeta from '../migrations/postgres/0005_job_meta.sql';
+import { INSERT_JOB_COLUMNS, LEASE_EXPIRED_MESSAGE, rowToJob, type SqlRow } from '../rows.js';
+import { scopeHeadIsFree } from '../scope-rule.js';
+import { driverCode } from './support.js';
+
+export interface PostgresDialectOptions {
+  /** Prefix of the store's table names. */
+  tablePrefix: string;
+  /** Schema of the tables; null for the connection's search path. */
+  schema: string | null;
+  /**
+   * The tables were formerly on the connection's search path (`@jobs/typeorm` 0.1's default):
+   * `migrate()` moves them into `schema` (`ALTER TABLE … SET SCHEMA`, indexes and the id
+   * sequence go along) when only they exist — their jobs table and a version table of
+   * `version` and `applied_at` there, and neither table in `schema`.
+   */
+  adoptSearchPath?: boolean;
+}
+
+const quote = (identifier: string): string => `"${identifier}"`;
+const RETRYABLE = new Set(['40P01', '40001', '55P03']);
+/** The database's now: the start of the current statement. */
+const NOW = 'statement_timestamp()';
+/** Now for due times written: cut to the millisecond (see the file comment). */
+const NOW_MS = `date_trunc('milliseconds', ${NOW})`;
+
+/**
+ * `notify` (a SELECT with `?` parameters) as a scalar subquery whose parameters are numbered
+ * from `$first`: evaluated once, and only when the statement returns a row — a statement that
+ * changed nothing wakes nobody.
+ */
+function wake(notify: Query | null, first: number): { sql: string; params: unknown[] } {
+  if (!notify) return { sql: 'NULL', params: [] };
+  let n = first;
+  const sql = notify.sql.replace(/\?/g, () => `$${n++}`);
+  return { sql: `(SELECT count(*) FROM (${sql}) AS wake)`, params: [...notify.params] };
+}
+
+/** The PostgreSQL dialect (see the file comment). */
+export function postgresDialect({
+  tablePrefix,
+  schema,
+  adoptSearchPath,
+}: PostgresDialectOptions): Dialect {
+  const qualifier = schema ? `${quote(schema)}.` : '';
+  const table = (name: TableName): string =>
+    `${qualifier}${quote(`${tablePrefix}${tableBaseName(name)}`)}`;
+  const jobs = table('jobs');
+  const versionTable = table('migrations');
+  const versionTableDdl = `CREATE TABLE IF NOT EXISTS ${versionTable} ("version" integer PRIMARY KEY, "applied_at" timestamptz(3) NOT NULL DEFAULT now())`;
+  const jobColumns = (alias?: string): string =>
+    selectList(
+      JOB_COLUMN_NAMES,
+      quote,
+      // jsonb as text: rowToJob parses it (a driver's jsonb parser would turn a JSON string
+      // payload into a bare string, which reads as JSON text).
+      { payload: (c) => `${c}::text`, retry_policy: (c) => `${c}::text` },
+      alias,
+    );
+  /** Advisory-lock namespace of this table (the same text @jobs/postgres 0.1 locked). */
+  const lockSpace = `${schema ? `${schema}.` : ''}${tablePrefix}jobs`;
+  const headIsFree = scopeHeadIsFree({ now: NOW, TRUE: 'true', quote }, 'j', jobs);
+
+  // ---- acquisition ----
+  // Parameters: $1 owner, $2 limit, $3 lease ms, $4 types, $5 queues (null: all), $6 tenants
+  // (null: all), $7 token.
+  //
+  // Every acquisition walks \`jobs_acquire\` (priority DESC, due_at, id; waiting rows only) in
+  // order and stops after the batch — whatever the table's statistics. Two details of the text
+  // make the planner choose that walk also on a table that was never analysed (where it
+  // estimates a handful of matching rows, and then prefers a bitmap scan of every waiting row
+  // and a sort of them all, ~1 s per call at 1M rows):
+  // - filters are written \`array_position(list, column) IS NOT NULL\`: without statistics the
+  //   planner guesses 99.5% for that (and 0.5% per element for \`= ANY\`), so its row estimate
+  //   stays far above the batch size;
+  // - the limit is \`LIMIT (SELECT n)\`, a value the planner cannot read, so it plans to stop
+  //   after a fraction of the rows instead of trusting its estimate (custom and generic plans
+  //   alike, as prepared statements get after five runs).
+  // \`pnpm bench plans\` prints the plans (bench/README.md).
+  const matches = (types = 4, queues = 5, tenants = 6): string =>
+    `j.state IN ('timer', 'async') AND j.due_at <= ${NOW}
+      AND array_position($${types}::text[], j.type) IS NOT NULL
+      AND ($${queues}::text[] IS NULL OR array_position($${queues}::text[], j.queue) IS NOT NULL)
+      AND ($${tenants}::text[] IS NULL
+           OR array_position($${tenants}::text[], j.tenant_id) IS NOT NULL)`;
+  const EXCLUSIVE = '(j.exclusive AND j.scope IS NOT NULL)';
+  /**
+   * The acquisition walk: candidates in acquisition order, \`limit\` at most. An exclusive row is
+   * a candidate when it heads a free scope on this snapshot (\`scopes\`: and its scope is one of
+   * these locked ones).
+   */
+  const walk = (columns: string, limit: string, filters: string, scopes = ''): string =>
+    `SELECT ${columns} FROM ${jobs} j
+    WHERE ${filters}
+      AND (NOT ${EXCLUSIVE} OR (${scopes}${headIsFree}))
+    ORDER BY j.priority DESC, j.due_at, j.id LIMIT (SELECT ${limit}::int)`;
+  const lease = (onlyIf = 'true'): string => `acq AS (
+    UPDATE ${jobs} j
+    SET state = 'running', lock_owner = $1, lock_token = $7,
+        lock_expires_at = ${NOW} + $3::float8 * interval '1 millisecond',
+        attempts = j.attempts + 1
+    FROM cand WHERE j.id = cand.id AND ${onlyIf}
+    RETURNING ${jobColumns('j')})`;
+  /**
+   * The fast path: one statement, no transaction. When an exclusive job could start within the
+   * batch (it heads a free scope on this snapshot), it takes nothing and says so
+   * (\`needs_exclusive\`), so the locked step decides under the scope's lock and acquisition
+   * order (priority first) holds across both. Exclusive rows of busy scopes are skipped by the
+   * walk; a stale snapshot at worst leaves a free scope for the next call.
+   */
+  const fast = `cand AS (
+    ${walk(`j.id, ${EXCLUSIVE} AS excl`, '$2', matches())} FOR UPDATE OF j SKIP LOCKED),
+  flag AS (SELECT coalesce(bool_or(cand.excl), false) AS needs_exclusive FROM cand),
+  ${lease('NOT (SELECT needs_exclusive FROM flag)')}`;
+  const acquireFast = `WITH ${fast}
+  SELECT flag.needs_exclusive, acq.* FROM flag LEFT JOIN acq ON true`;
+  /**
+   * History records of the rows `done` deleted (all their columns), each with its result and
+   * duration from the parameter arrays `$ids`, `$results`, `$durations`.
+   */
+  const recordDone = (ids: string, results: string, durations: string): string => `hist AS (
+    ${historyInsert(table('history'), 'done', `'completed'`, 'r.result::jsonb', 'r.duration_ms', NOW)}
+    FROM done JOIN unnest(${ids}::bigint[], ${results}::text[], ${durations}::bigint[])
+      AS r(id, result, duration_ms) ON r.id = done.id)`;
+  // $8 ids, $9 tokens of finished jobs, deleted by the same statement; with history, $10
+  // results and $11 durations of their records.
+  const completeAndAcquireFast = (history: boolean): string => `WITH done AS (
+    DELETE FROM ${jobs} j USING unnest($8::bigint[], $9::text[]) AS d(id, token)
+    WHERE j.id = d.id AND j.lock_token = d.token AND j.state = 'running'
+    RETURNING ${history ? 'j.*' : 'j.id'}),${
+      history
+        ? `
+  ${recordDone('$8', '$10', '$11')},`
+        : ''
+    }
+  ${fast}
+  SELECT flag.needs_exclusive, acq.*,
+    -- The ids NOT deleted (usually none: null), repeated on every row.
+    (SELECT array_agg(d.id::text) FROM unnest($8::bigint[]) AS d(id)
+     WHERE d.id NOT IN (SELECT id FROM done)) AS lost_ids
+  FROM flag LEFT JOIN acq ON true`;
+  /**
+   * Locked step 1 (in a transaction): try-lock the scopes of the exclusive heads within the
+   * batch's walk. A scope lock is held until commit, so whoever decides about a scope does so
+   * after the previous holder committed — step 2 is a new statement, and READ COMMITTED gives
+   * it a new snapshot. A stale snapshot here can only lock too few scopes. $1 limit, $2–$4
+   * filters.
+   */
+  const lockScopes = `SELECT coalesce(array_agg(c.scope), '{}') AS scopes
+  FROM (${walk(`j.scope, ${EXCLUSIVE} AS excl`, '$1', matches(2, 3, 4))}) c
+  WHERE c.excl AND pg_try_advisory_xact_lock(hashtext('${lockSpace}'), hashtext(c.scope))`;
+  // Locked step 2: $8 = the scopes locked in step 1.
+  const acquireLocked = `WITH cand AS (
+    ${walk('j.id', '$2', matches(), 'j.scope = ANY($8::text[]) AND ')} FOR UPDATE OF j SKIP LOCKED),
+  ${lease()}
+  SELECT * FROM acq`;
+  const acquireParams = (request: AcquireRequest, token: string): unknown[] => [
+    request.owner,
+    request.limit,
+    request.leaseMs,
+    request.types,
+    request.queues,
+    request.tenants,
+    token,
+  ];
+  /** Leased rows, or the one `needs_exclusive` row (see `Dialect.acquireExclusive`). */
+  const leased = (rows: SqlRow[]): SqlRow[] =>
+    rows[0]?.needs_exclusive === true
+      ? rows.slice(0, 1)
+      : rows.filter((row) => row.id !== null && row.id !== undefined);
+
+  // ---- enqueue ----
+  /**
+   * A batch in input order (ids follow it) and one wake-up, $18… = `notify`'s parameters.
+   * `keyed`: some jobs have a unique key; a held key inserts nothing (the caller reads the
+   * holder). Without keys the plain INSERT skips the cost of speculative insertion.
+   */
+  const insertBatch = (keyed: boolean, wakeSql: string): string => `WITH input AS (
+    SELECT * FROM unnest(
+      $1::text[], $2::jsonb[], $3::int[], $4::timestamptz[], $5::float8[], $6::int[],
+      $7::text[], $8::bool[], $9::text[], $10::text[], $11::text[], $12::jsonb[],
+      $13::text[], $14::timestamptz[], $15::int[], $16::int[], $17::jsonb[]) WITH ORDINALITY
+      AS i(type, payload, priority, due_given, delay_ms, retries, scope, exclusive, job_key,
+           tenant_id, queue, retry_policy, schedule_name, occurrence, shard_index, shard_count,
+           meta, ord)),
+  due AS (
+    SELECT i.*, coalesce(i.due_given, ${NOW_MS}) + i.delay_ms * interval '1 millisecond' AS due_at
+    FROM input i),${
+      keyed
+        ? `
+  -- Two batches inserting the same keys in opposite orders would deadlock on the unique index;
+  -- the keys' advisory locks, taken in sorted order, make the second wait for the first.
+  key_locks AS (
+    SELECT count(*) AS n FROM (
+      SELECT pg_advisory_xact_lock(hashtext('${lockSpace}.key'), hashtext(k.job_key))
+      FROM (SELECT DISTINCT job_key FROM input WHERE job_key IS NOT NULL ORDER BY job_key) k) l),`
+        : ''
+    }
+  ins AS (
+    INSERT INTO ${jobs} (${INSERT_JOB_COLUMNS.join(', ')})
+    SELECT type, payload, CASE WHEN due_at > ${NOW} THEN 'timer' ELSE 'async' END, priority,
+           due_at, retries, 0, scope, exclusive, job_key, tenant_id, queue, ${NOW},
+           retry_policy, schedule_name, occurrence, shard_index, shard_count, meta
+    FROM due${keyed ? ' WHERE (SELECT n FROM key_locks) IS NOT NULL' : ''} ORDER BY ord${
+      keyed ? '\n    ON CONFLICT (job_key) WHERE job_key IS NOT NULL DO NOTHING' : ''
+    }
+    -- What the database decided; the rest of each job is what the caller sent. Times as epoch
+    -- milliseconds: cheaper to read than timestamps, exact for timestamptz(3).
+    RETURNING id, job_key, state,
+      (extract(epoch FROM due_at) * 1000)::float8 AS due_at,
+      (extract(epoch FROM created_at) * 1000)::float8 AS created_at)
+  SELECT ins.*, ${wakeSql} AS notified FROM ins ORDER BY ins.id`;
+
+  // ---- settlement ($1 ids, $2 tokens) ----
+  const completeSql = `DELETE FROM ${jobs} j
+  USING unnest($1::bigint[], $2::text[]) AS d(id, token)
+  WHERE j.id = d.id AND j.lock_token = d.token AND j.state = 'running'
+  RETURNING j.id::text AS id`;
+  // With history: $3 results, $4 durations.
+  const completeWithHistorySql = `WITH done AS (
+    DELETE FROM ${jobs} j USING unnest($1::bigint[], $2::text[]) AS d(id, token)
+    WHERE j.id = d.id AND j.lock_token = d.token AND j.state = 'running'
+    RETURNING j.*),
+  ${recordDone('$1', '$3', '$4')}
+  SELECT done.id::text AS id FROM done`;
+  const failSql = `UPDATE ${jobs} j
+  SET state = CASE WHEN f.deadletter THEN 'deadletter' ELSE 'timer' END,
+      due_at = CASE WHEN f.deadletter THEN j.due_at
+                    ELSE ${NOW_MS} + f.delay_ms * interval '1 millisecond' END,
+      retries_left = CASE WHEN f.deadletter THEN j.retries_left ELSE j.retries_left - 1 END,
+      lock_owner = NULL, lock_expires_at = NULL, lock_token = NULL,
+      last_error_message = f.message, last_error_stack = f.stack
+  FROM unnest($1::bigint[], $2::text[], $3::bool[], $4::float8[], $5::text[], $6::text[])
+       AS f(id, token, deadletter, delay_ms, message, stack)
+  WHERE j.id = f.id AND j.lock_token = f.token AND j.state = 'running'
+  RETURNING j.id::text AS id`;
+  const releaseSql = (wakeSql: string): string => `WITH released AS (
+    UPDATE ${jobs} j
+    SET state = 'async', attempts = j.attempts - 1,
+        lock_owner = NULL, lock_expires_at = NULL, lock_token = NULL
+    FROM unnest($1::bigint[], $2::text[]) AS r(id, token)
+    WHERE j.id = r.id AND j.lock_token = r.token AND j.state = 'running'
+    RETURNING j.id::text AS id)
+  SELECT released.id, ${wakeSql} AS notified FROM released`;
+  // Allowed after expiry as long as the token still matches: nobody else took the job.
+  const renewSql = `UPDATE ${jobs} j
+  SET lock_expires_at = ${NOW} + $2::float8 * interval '1 millisecond'
+  FROM unnest($3::bigint[], $4::text[]) AS r(id, token)
+  WHERE j.id = r.id AND j.lock_token = r.token AND j.lock_owner = $1 AND j.state = 'running'
+  RETURNING j.id::text AS id`;
+  // The expiry is re-checked on the latest row version after the row lock (EvalPlanQual), so
+  // a renewal or completion that commits first wins. $1 limit, $2 message.
+  const recoverSql = (wakeSql: string): string => `WITH expired AS (
+    SELECT id FROM ${jobs}
+    WHERE state = 'running' AND lock_expires_at <= ${NOW}
+    ORDER BY lock_expires_at, id
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED),
+  recovered AS (
+    UPDATE ${jobs} j
+    SET state = CASE WHEN j.retries_left > 0 THEN 'async' ELSE 'deadletter' END,
+        retries_left = CASE WHEN j.retries_left > 0 THEN j.retries_left - 1 ELSE j.retries_left END,
+        lock_owner = NULL, lock_expires_at = NULL, lock_token = NULL,
+        last_error_message = $2, last_error_stack = NULL
+    FROM expired
+    WHERE j.id = expired.id AND j.state = 'running' AND j.lock_expires_at <= ${NOW}
+    RETURNING j.id::text AS id, j.state)
+  -- Requeued jobs are acquirable again: wake every engine, not only the one that recovered them.
+  SELECT recovered.id, recovered.state,
+         CASE WHEN EXISTS (SELECT 1 FROM recovered r WHERE r.state = 'async')
+              THEN ${wakeSql} END AS notified
+  FROM recovered`;
+  const refArrays = (refs: readonly JobRef[]): [string[], string[]] => [
+    refs.map((ref) => ref.id),
+    refs.map((ref) => ref.token),
+  ];
+  const ids = (rows: SqlRow[]): string[] => rows.map((row) => String(row.id));
+  /** Result and duration arrays of history records, in `done`'s order. */
+  const recordArrays = (done: readonly JobCompletion[]): [(string | null)[], (number | null)[]] => [
+    done.map((ref) => ref.resultJson ?? null),
+    done.map((ref) => durationOf(ref)),
+  ];
+
+  const d: Dialect = {
+    name: 'postgres',
+    table,
+    quote,
+    sql: (text) => text,
+    placeholders(sql) {
+      let n = 0;
+      return sql.replace(/\?/g, () => `$${++n}`);
+    },
+    now: NOW,
+    nowPlusMs: `(${NOW_MS} + ?::float8 * interval '1 millisecond')`,
+    TRUE: 'true',
+    FALSE: 'false',
+    time: (date) => date.toISOString(),
+    bool: (value) => value,
+    timeText: (expression) => expression,
+    jsonText: (expression) => `${expression}::text`,
+    jobColumns,
+    scheduleColumns: selectList(SCHEDULE_COLUMN_NAMES, quote, { spec: (c) => `${c}::text` }),
+    latestRead: '',
+    returning: true,
+    lockSkipLocked: ' FOR UPDATE SKIP LOCKED',
+    pairs: pairMarks,
+    onConflictDoNothing: (column) => ` ON CONFLICT (${quote(column)}) DO NOTHING`,
+    isDuplicateKey: (error) => driverCode(error) === '23505',
+    isRetryable: (error) => RETRYABLE.has(driverCode(error) ?? ''),
+    probeBeforeAcquire: false,
+
+    // ---- schema ----
+    migrations: loadMigrations(
+      {
+        '0001_init': init,
+        '0002_one_schema': oneSchema,
+        '0003_acquire_indexes': acquireIndexes,
+        '0004_history': history,
+        '0005_job_meta': jobMeta,
+      },
+      {
+        jobs,
+        schedules: table('schedules'),
+        history: table('history'),
+        qualifier,
+        prefix: tablePrefix,
+      },
+    ),
+    setup: schema ? [`CREATE SCHEMA IF NOT EXISTS ${quote(schema)}`] : [],
+    // @jobs/postgres 0.1 kept its versions in `<schema>.migrations` (version, name, applied_at):
+    // they move to the version table, and the old table goes — only that exact table next to
+    // our jobs table (another tool's `migrations` is left alone).
+    *beforeMigrate(): Operation<void> {
+      if (adoptSearchPath && schema) {
+        const old = (name: string): string => quote(`${tablePrefix}${name}`);
+        yield {
+          sql: `DO $$ BEGIN
+  IF to_regclass('${versionTable}') IS NULL AND to_regclass('${jobs}') IS NULL
+     AND (SELECT array_agg(attname::text ORDER BY attname) FROM pg_attribute
+          WHERE attrelid = to_regclass('${old('jobs_migrations')}') AND attnum > 0
+            AND NOT attisdropped) = ARRAY['applied_at', 'version']
+     AND EXISTS (SELECT 1 FROM pg_attribute
+                 WHERE attrelid = to_regclass('${old('jobs')}') AND attname = 'lock_token') THEN
+    ALTER TABLE ${old('jobs')} SET SCHEMA ${quote(schema)};
+    ALTER TABLE IF EXISTS ${old('schedules')} SET SCHEMA ${quote(schema)};
+    ALTER TABLE ${old('jobs_migrations')} SET SCHEMA ${quote(schema)};
+  END IF;
+END $$`,
+          params: [],
+        };
+      }
+      if (tablePrefix !== '') return;
+      yield {
+        sql: `DO $$ BEGIN
+  IF to_regclass('${versionTable}') IS NULL
+     AND (SELECT array_agg(attname::text ORDER BY attname) FROM pg_attribute
+          WHERE attrelid = to_regclass('${qualifier}"migrations"') AND attnum > 0
+            AND NOT attisdropped) = ARRAY['applied_at', 'name', 'version']
+     AND EXISTS (SELECT 1 FROM pg_attribute
+                 WHERE attrelid = to_regclass('${jobs}') AND attname = 'lock_token') THEN
+    ${versionTableDdl};
+    INSERT INTO ${versionTable} ("version", "applied_at")
+      SELECT "version", "applied_at" FROM ${qualifier}"migrations";
+    DROP TABLE ${qualifier}"migrations";
+  END IF;
+END $$`,
+        params: [],
+      };
+    },
+    versionTable: versionTableDdl,
+    recordVersion: (migration: Migration): Query => ({
+      sql: `INSERT INTO ${versionTable} ("version") VALUES (?)`,
+      params: [migration.version],
+    }),
+    migrateLock: {
+      // Transaction-scoped: released by the COMMIT that also makes the DDL visible.
+      lock: [
+        {
+          sql: 'SELECT pg_advisory_xact_lock(hashtextextended(?, 0))',
+          params: [`${jobs}:migrate`],
+        },
+      ],
+      unlock: [],
+      transactional: true,
+    },
+
+    // ---- the hot path ----
+    acquireInTransaction: false,
+    *acquire(request, token): Operation<SqlRow[]> {
+      return leased((yield { sql: acquireFast, params: acquireParams(request, token) }).rows);
+    },
+    *completeAndAcquire(done, request, token, history = false) {
+      const [doneIds, doneTokens] = refArrays(done);
+      const rows = (yield {
+        sql: completeAndAcquireFast(history),
+        params: [
+          ...acquireParams(request, token),
+          doneIds,
+          doneTokens,
+          ...(history ? recordArrays(done) : []),
+        ],
+      }).rows;
+      const lost = new Set((rows[0]?.lost_ids as string[] | null) ?? []);
+      return { completed: doneIds.filter((id) => !lost.has(id)), rows: leased(rows) };
+    },
+    *acquireExclusive(request, token): Operation<SqlRow[]> {
+      const locked = (yield {
+        sql: lockScopes,
+        params: [request.limit, request.types, request.queues, request.tenants],
+      }).rows[0]?.scopes;
+      return (yield {
+        sql: acquireLocked,
+        params: [...acquireParams(request, token), locked ?? []],
+      }).rows;
+    },
+    *enqueueJobs(input: readonly NewJob[], notify: Query | null): Operation<EnqueueResult[]> {
+      const results: (EnqueueResult | undefined)[] = new Array(input.length);
+      const w = wake(notify, 18);
+      let pending = input.map((_, i) => i);
+      // A job whose key is held gets the holder back; a holder that finished between our
+      // insert and our read is inserted again.
+      for (let round = 0; pending.length > 0; round++) {
+        if (round === 5) {
+          throw new Error('enqueue: a job key kept changing hands; gave up after 5 rounds');
+        }
+        const batch = pending.map((i) => input[i] as NewJob);
+        const keyed = batch.some((job) => job.key !== null);
+        const rows = (yield {
+          sql: insertBatch(keyed, w.sql),
+          params: [...enqueueParams(batch), ...w.params],
+        }).rows;
+        // Ids follow input order, so inserted rows line up with the inputs that were inserted:
+        // every job without a key, and the first job of each key no other row held.
+        const insertedKeys = new Set(rows.map((row) => row.job_key).filter((k) => k !== null));
+        const seenKeys = new Set<string>();
+        const held: number[] = [];
+        let n = 0;
+        for (const i of pending) {
+          const job = input[i] as NewJob;
+          if (job.key === null || (insertedKeys.has(job.key) && !seenKeys.has(job.key))) {
+            if (job.key !== null) seenKeys.add(job.key);
+            results[i] = { job: rowToJob(insertedRow(job, rows[n++] as SqlRow)), created: true };
+          } else held.push(i);
+        }
+        pending = [];
+        if (held.length === 0) break;
+        const keys = [...new Set(held.map((i) => (input[i] as NewJob).key as string))];
+        const holders = (yield {
+          sql: `SELECT ${jobColumns()} FROM ${jobs} WHERE job_key = ANY($1::text[])`,
+          params: [keys],
+        }).rows;
+        const byKey = new Map(holders.map((row) => [String(row.job_key), rowToJob(row)]));
+        for (const i of held) {
+          const holder = byKey.get((input[i] as NewJob).key as string);
+          if (holder) results[i] = { job: holder, created: false };
+          else pending.push(i);
+        }
+      }
+      return results as EnqueueResult[];
+    },
+
+    // ---- settlement ----
+    *completeHeld(refs: readonly JobRef[]): Operation<string[]> {
+      return ids((yield { sql: completeSql, params: refArrays(refs) }).rows);
+    },
+    *completeHeldWithHistory(done: readonly JobCompletion[]): Operation<string[]> {
+      return ids(
+        (yield {
+          sql: completeWithHistorySql,
+          params: [...refArrays(done), ...recordArrays(done)],
+        }).rows,
+      );
+    },
+    historyCompleteAtomic: true,
+    historyLock: {
+      // Transaction-scoped: the pruning batch's COMMIT releases it.
+      take: {
+        sql: 'SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS got',
+        params: [`${jobs}:history-prune`],
+      },
+      release: [],
+    },
+    *failHeld(failures: readonly JobFailure[]): Operation<string[]> {
+      const params = [
+        ...refArrays(failures),
+        failures.map((f) => f.deadletter),
+        failures.map((f) => Math.max(0, f.retryDelayMs)),
+        failures.map((f) => f.error.message),
+        failures.map((f) => f.error.stack ?? null),
+      ];
+      return ids((yield { sql: failSql, params }).rows);
+    },
+    failHeldAtomic: true,
+    *releaseHeld(refs: readonly JobRef[], notify: Query | null): Operation<string[]> {
+      // Released jobs are due at once (e.g. on shutdown): tell the other engines.
+      const w = wake(notify, 3);
+      return ids(
+        (yield { sql: releaseSql(w.sql), params: [...refArrays(refs), ...w.params] }).rows,
+      );
+    },
+    *renewHeld(owner: string, leaseMs: number, refs: readonly JobRef[]): Operation<string[]> {
+      return ids((yield { sql: renewSql, params: [owner, leaseMs, ...refArrays(refs)] }).rows);
+    },
+    *recoverExpiredLeases(limit: number, notify: Query | null) {
+      if (limit <= 0) return { requeued: [], deadlettered: [] };
+      const w = wake(notify, 3);
+      const rows = (yield {
+        sql: recoverSql(w.sql),
+        params: [limit, LEASE_EXPIRED_MESSAGE, ...w.params],
+      }).rows.sort((a, b) => (BigInt(String(a.id)) < BigInt(String(b.id)) ? -1 : 1));
+      return {
+        requeued: ids(rows.filter((row) => row.state === 'async')),
+        deadlettered: ids(rows.filter((row) => row.state === 'deadletter')),
+      };
+    },
+  };
+  return d;
+}
+
+/** The 17 column arrays of a batch insert, in `insertBatch`'s order. */
+function enqueueParams(jobs: readonly NewJob[]): unknown[] {
+  const col = <T>(f: (job: NewJob) => T): T[] => jobs.map(f);
+  return [
+    col((j) => j.type),
+    col((j) => JSON.stringify(j.payload ?? null)),
+    col((j) => j.priority),
+    col((j) => (j.dueAt ? j.dueAt.toISOString() : null)),
+    col((j) => j.delayMs),
+    col((j) => j.retries),
+    col((j) => j.scope),
+    col((j) => j.exclusive),
+    col((j) => j.key),
+    col((j) => j.tenantId),
+    col((j) => j.queue),
+    col((j) => (j.retryPolicy ? JSON.stringify(j.retryPolicy) : null)),
+    col((j) => j.schedule),
+    col((j) => (j.occurrence ? j.occurrence.toISOString() : null)),
+    col((j) => (j.shard ? j.shard.index : null)),
+    col((j) => (j.shard ? j.shard.count : null)),
+    col((j) => (j.meta ? JSON.stringify(j.meta) : null)),
+  ];
+}
+
+/**
+ * The row of a job just inserted: what the caller sent plus what the database decided (id,
+ * state, due and creation time) — reading whole rows back from a bulk insert costs more than
+ * the insert. The payload goes through JSON text as it does when read back.
+ */
+function insertedRow(job: NewJob, decided: SqlRow): SqlRow {
+  // Fields copied one by one: spreading a pg result row is ~20× slower (rows are built as
+  // dictionary-mode objects), which showed up as the top cost of bulk enqueue.
+  return {
+    id: decided.id,
+    job_key: decided.job_key,
+    state: decided.state,
+    due_at: decided.due_at,
+    created_at: decided.created_at,
+    type: job.type,
+    payload: JSON.stringify(job.payload ?? null),
+    priority: job.priority,
+    retries_left: job.retries,
+    attempts: 0,
+    scope: job.scope,
+    exclusive: job.exclusive,
+    tenant_id: job.tenantId,
+    queue: job.queue,
+    last_error_message: null,
+    last_error_stack: null,
+    lock_owner: null,
+    lock_expires_at: null,
+    lock_token: null,
+    retry_policy: job.retryPolicy ? JSON.stringify(job.retryPolicy) : null,
+    suspended_from: null,
+    schedule_name: job.schedule,
+    occurrence: job.occurrence,
+    shard_index: job.shard ? job.shard.index : null,
+    shard_count: job.shard ? job.shard.count : null,
+    meta: job.meta ? { ...job.meta } : null,
+  };
+}

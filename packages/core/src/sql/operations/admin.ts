@@ -1,0 +1,256 @@
+/** Operator reads and writes: look up, list, retry from the dead-letter area, delete, suspend. */
+import type {
+  Job,
+  JobFilter,
+  JobState,
+  ListJobsRequest,
+  OverdueType,
+  QueueStatsRow,
+  StatsRow,
+} from '../../store.js';
+import { isJobId, marks } from '../dialect.js';
+import type { Operation } from '../executor.js';
+import { readTime, rowToJob } from '../rows.js';
+import type { SqlContext } from './context.js';
+import { copyToHistory, keepsDeadletter } from './history.js';
+
+/** SET clause of a retry from the dead-letter area; parameters: 0 (ms from now), retries. */
+const REVIVE = (c: SqlContext): string =>
+  // Due now as the dialect writes due times (`nowPlusMs`: PostgreSQL cuts it to the ms, so
+  // the very next statement already sees the job due).
+  `"state" = 'async', "due_at" = ${c.d.nowPlusMs}, "retries_left" = ?,
+          "lock_owner" = NULL, "lock_expires_at" = NULL, "lock_token" = NULL`;
+
+/** WHERE of an admin filter, in shared (`"quoted"`) SQL. */
+export function filterWhere(filter: JobFilter): { sql: string; params: unknown[] } {
+  const parts: string[] = [];
+  const params: unknown[] = [];
+  if (filter.state !== undefined) {
+    const states = (Array.isArray(filter.state) ? filter.state : [filter.state]) as JobState[];
+    if (states.length === 0) return { sql: '1 = 0', params: [] };
+    parts.push(`"state" IN (${marks(states.length)})`);
+    params.push(...states);
+  }
+  const eq: [keyof JobFilter, string][] = [
+    ['type', 'type'],
+    ['scope', 'scope'],
+    ['tenantId', 'tenant_id'],
+    ['queue', 'queue'],
+    ['schedule', 'schedule_name'],
+  ];
+  for (const [field, column] of eq) {
+    if (filter[field] !== undefined) {
+      parts.push(`"${column}" = ?`);
+      params.push(filter[field]);
+    }
+  }
+  return { sql: parts.length === 0 ? '1 = 1' : parts.join(' AND '), params };
+}
+
+export function* getJob(c: SqlContext, id: string): Operation<Job | null> {
+  if (!isJobId(id)) return null;
+  const row = (yield {
+    sql: c.d.sql(`SELECT ${c.d.jobColumns()} FROM ${c.jobs} WHERE "id" = ?`),
+    params: [id],
+  }).rows[0];
+  return row ? rowToJob(row) : null;
+}
+
+export function* listJobs(c: SqlContext, request: ListJobsRequest): Operation<Job[]> {
+  const where = filterWhere(request);
+  const rows = (yield {
+    sql: c.d.sql(
+      `SELECT ${c.d.jobColumns()} FROM ${c.jobs} WHERE ${where.sql} ORDER BY "id" ASC LIMIT ? OFFSET ?`,
+    ),
+    params: [...where.params, request.limit, request.offset],
+  }).rows;
+  return rows.map(rowToJob);
+}
+
+export function* retryDeadletter(
+  c: SqlContext,
+  id: string,
+  retries: number,
+): Operation<Job | null> {
+  if (!isJobId(id)) return null;
+  const result = yield {
+    sql: c.d.sql(`UPDATE ${c.jobs} SET ${REVIVE(c)} WHERE "id" = ? AND "state" = 'deadletter'`),
+    params: [0, retries, id],
+  };
+  if (result.affected === 0) return null;
+  if (c.notify) yield c.notify;
+  return yield* getJob(c, id);
+}
+
+/**
+ * Deletes a job; a dead-letter job is copied to history first while history keeps it (run in
+ * a transaction then: see `deleteNeedsTransaction`).
+ */
+export function* deleteJob(c: SqlContext, id: string): Operation<boolean> {
+  if (!isJobId(id)) return false;
+  if (keepsDeadletter(c)) {
+    yield {
+      sql: c.d.sql(
+        `${copyToHistory(c, 'deadletter')} FROM ${c.jobs} j WHERE j."id" = ? AND j."state" = 'deadletter'`,
+      ),
+      params: [id],
+    };
+  }
+  const result = yield { sql: c.d.sql(`DELETE FROM ${c.jobs} WHERE "id" = ?`), params: [id] };
+  return result.affected > 0;
+}
+
+/** Deleting jobs writes history as well: one transaction. */
+export function deleteNeedsTransaction(c: SqlContext): boolean {
+  return keepsDeadletter(c);
+}
+
+/** Ids of at most `limit` jobs matching `where`, in id order (a bulk operation's batch). */
+function* batchIds(
+  c: SqlContext,
+  where: { sql: string; params: unknown[] },
+  limit: number,
+): Operation<string[]> {
+  const rows = (yield {
+    sql: c.d.sql(`SELECT "id" FROM ${c.jobs} WHERE ${where.sql} ORDER BY "id" LIMIT ?`),
+    params: [...where.params, limit],
+  }).rows;
+  return rows.map((row) => String(row.id));
+}
+
+/** See `JobStore.countJobs`. */
+export function* countJobs(c: SqlContext, filter: JobFilter): Operation<number> {
+  const where = filterWhere(filter);
+  const row = (yield {
+    sql: c.d.sql(`SELECT COUNT(*) AS n FROM ${c.jobs} WHERE ${where.sql}`),
+    params: where.params,
+  }).rows[0];
+  return Number(row?.n ?? 0);
+}
+
+/** See `JobStore.retryDeadletterMany`: one batch, read then revived (still dead-letter only). */
+export function* retryDeadletterMany(
+  c: SqlContext,
+  filter: JobFilter,
+  retries: number,
+  limit: number,
+): Operation<number> {
+  const ids = yield* batchIds(c, filterWhere({ ...filter, state: 'deadletter' }), limit);
+  if (ids.length === 0) return 0;
+  const result = yield {
+    sql: c.d.sql(
+      `UPDATE ${c.jobs} SET ${REVIVE(c)} WHERE "id" IN (${marks(ids.length)}) AND "state" = 'deadletter'`,
+    ),
+    params: [0, retries, ...ids],
+  };
+  if (c.notify && result.affected > 0) yield c.notify;
+  return result.affected;
+}
+
+/**
+ * See `JobStore.deleteMany`: one batch, read then deleted (still matching the filter), its
+ * dead-letter jobs copied to history first while history keeps them.
+ */
+export function* deleteMany(c: SqlContext, filter: JobFilter, limit: number): Operation<number> {
+  const where = filterWhere(filter);
+  const ids = yield* batchIds(c, where, limit);
+  if (ids.length === 0) return 0;
+  const batch = `"id" IN (${marks(ids.length)}) AND ${where.sql}`;
+  if (keepsDeadletter(c)) {
+    yield {
+      sql: c.d.sql(
+        `${copyToHistory(c, 'deadletter')} FROM ${c.jobs} j WHERE ${batch} AND "state" = 'deadletter'`,
+      ),
+      params: [...ids, ...where.params],
+    };
+  }
+  const result = yield {
+    sql: c.d.sql(`DELETE FROM ${c.jobs} WHERE ${batch}`),
+    params: [...ids, ...where.params],
+  };
+  return result.affected;
+}
+
+export function* suspend(c: SqlContext, filter: JobFilter): Operation<number> {
+  const where = filterWhere(filter);
+  const result = yield {
+    sql: c.d.sql(
+      `UPDATE ${c.jobs} SET "suspended_from" = "state", "state" = 'suspended'
+          WHERE "state" IN ('timer', 'async') AND ${where.sql}`,
+    ),
+    params: where.params,
+  };
+  return result.affected;
+}
+
+export function* activate(c: SqlContext, filter: JobFilter): Operation<number> {
+  const where = filterWhere(filter);
+  const result = yield {
+    sql: c.d.sql(
+      `UPDATE ${c.jobs} SET "state" = COALESCE("suspended_from", 'async'), "suspended_from" = NULL
+          WHERE "state" = 'suspended' AND ${where.sql}`,
+    ),
+    params: where.params,
+  };
+  if (c.notify && result.affected > 0) yield c.notify;
+  return result.affected;
+}
+
+export function* stats(c: SqlContext): Operation<StatsRow[]> {
+  const rows = (yield {
+    sql: c.d.sql(
+      `SELECT "type", "state", COUNT(*) AS n FROM ${c.jobs} GROUP BY "type", "state" ORDER BY "type", "state"`,
+    ),
+    params: [],
+  }).rows;
+  return rows.map((row) => ({
+    type: String(row.type),
+    state: row.state as JobState,
+    count: Number(row.n),
+  }));
+}
+
+/** See `JobStore.overdueTypes`. */
+export function* overdueTypes(
+  c: SqlContext,
+  request: { excludeTypes: readonly string[]; dueBefore: Date; limit: number },
+): Operation<OverdueType[]> {
+  const exclude =
+    request.excludeTypes.length > 0
+      ? ` AND "type" NOT IN (${marks(request.excludeTypes.length)})`
+      : '';
+  const rows = (yield {
+    sql: c.d.sql(
+      `SELECT "type", COUNT(*) AS n, MIN(${c.d.timeText('"due_at"')}) AS oldest FROM ${c.jobs}
+          WHERE "state" IN ('timer', 'async') AND "due_at" <= ?${exclude}
+          GROUP BY "type" ORDER BY oldest LIMIT ?`,
+    ),
+    params: [c.d.time(request.dueBefore), ...request.excludeTypes, request.limit],
+  }).rows;
+  return rows.map((row) => ({
+    type: String(row.type),
+    count: Number(row.n),
+    oldestDueAt: readTime(row.oldest),
+  }));
+}
+
+/** See `JobStore.queueStats`. */
+export function* queueStats(c: SqlContext): Operation<QueueStatsRow[]> {
+  const rows = (yield {
+    sql: c.d.sql(
+      `SELECT "queue", "type", "state", COUNT(*) AS n,
+          SUM(CASE WHEN "due_at" <= ${c.d.now} THEN 1 ELSE 0 END) AS due,
+          MIN(${c.d.timeText('"due_at"')}) AS oldest
+          FROM ${c.jobs} GROUP BY "queue", "type", "state"`,
+    ),
+    params: [],
+  }).rows;
+  return rows.map((row) => ({
+    queue: String(row.queue),
+    type: String(row.type),
+    state: row.state as JobState,
+    count: Number(row.n),
+    due: Number(row.due),
+    oldestDueAt: readTime(row.oldest),
+  }));
+}

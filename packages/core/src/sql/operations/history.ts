@@ -1,0 +1,169 @@
+/**
+ * History: finished jobs kept in `<prefix>jobs_history`, written in the same statement or
+ * transaction that finishes them (`settle.ts` for completions, `admin.ts` for deletions from
+ * the dead-letter area), read by operators, pruned in small batches by one process at a time.
+ * The table's columns: `history-rows.ts`.
+ */
+import { keepsOutcome } from '../../history.js';
+import type {
+  HistoryOutcome,
+  JobCompletion,
+  JobHistoryRecord,
+  ListHistoryRequest,
+} from '../../store.js';
+import { isJobId, marks } from '../dialect.js';
+import type { Operation } from '../executor.js';
+import {
+  durationOf,
+  HISTORY_COLUMN_NAMES,
+  HISTORY_JSON_COLUMNS,
+  HISTORY_TIME_COLUMNS,
+  historyInsert,
+  rowToHistory,
+} from '../history-rows.js';
+import { readBool } from '../rows.js';
+import type { SqlContext } from './context.js';
+
+/** History keeps completed jobs: completions write records. */
+export function keepsCompleted(c: SqlContext): boolean {
+  return keepsOutcome(c.historySettings.keep, 'completed');
+}
+
+/** History keeps jobs deleted from the dead-letter area. */
+export function keepsDeadletter(c: SqlContext): boolean {
+  return keepsOutcome(c.historySettings.keep, 'deadletter');
+}
+
+/**
+ * `INSERT INTO history (…) SELECT <job columns of alias j>, <outcome>, <result>, <duration>,
+ * now` in shared SQL; the caller appends `FROM … j …`. `result`/`duration` are SQL expressions.
+ */
+export function copyToHistory(
+  c: SqlContext,
+  outcome: HistoryOutcome,
+  result = 'NULL',
+  duration = 'NULL',
+): string {
+  return historyInsert(c.history, 'j', `'${outcome}'`, result, duration, c.d.now);
+}
+
+/**
+ * Writes the records of completed jobs `held` (ids whose rows this transaction has locked),
+ * each with its own result and duration: one INSERT … SELECT joined to the values. The shared
+ * way, for databases without `Dialect.completeHeldWithHistory` (MySQL/MariaDB).
+ */
+export function* recordCompleted(
+  c: SqlContext,
+  done: readonly JobCompletion[],
+  held: readonly string[],
+): Operation<void> {
+  if (held.length === 0) return;
+  const byId = new Map(done.map((ref) => [ref.id, ref]));
+  const values = held.map((id) => {
+    const ref = byId.get(id);
+    return [id, ref?.resultJson ?? null, durationOf(ref)];
+  });
+  const rows = values
+    .map((_, i) =>
+      i === 0 ? 'SELECT ? AS "id", ? AS "result", ? AS "duration_ms"' : 'SELECT ?, ?, ?',
+    )
+    .join(' UNION ALL ');
+  yield {
+    sql: c.d.sql(
+      `${copyToHistory(c, 'completed', 'r."result"', 'r."duration_ms"')}
+        FROM ${c.jobs} j JOIN (${rows}) r ON j."id" = r."id" WHERE j."id" IN (${marks(held.length)})`,
+    ),
+    params: [...values.flat(), ...held],
+  };
+}
+
+/** Select list of history rows, as `rowToHistory` reads them. */
+function historyColumns(c: SqlContext): string {
+  return HISTORY_COLUMN_NAMES.map((name) => {
+    const column = `"${name}"`;
+    if (HISTORY_TIME_COLUMNS.has(name)) return `${c.d.timeText(column)} AS "${name}"`;
+    if (HISTORY_JSON_COLUMNS.has(name) && c.d.jsonText)
+      return `${c.d.jsonText(column)} AS "${name}"`;
+    return column;
+  }).join(', ');
+}
+
+export function* getHistory(c: SqlContext, id: string): Operation<JobHistoryRecord | null> {
+  if (!isJobId(id)) return null;
+  const row = (yield {
+    sql: c.d.sql(`SELECT ${historyColumns(c)} FROM ${c.history} WHERE "id" = ?`),
+    params: [id],
+  }).rows[0];
+  return row ? rowToHistory(row) : null;
+}
+
+/** Newest first by (finished_at, id), after the keyset position; see `JobStore.listHistory`. */
+export function* listHistory(
+  c: SqlContext,
+  request: ListHistoryRequest,
+): Operation<JobHistoryRecord[]> {
+  const parts: string[] = [];
+  const params: unknown[] = [];
+  if (request.type !== undefined) {
+    parts.push(`"type" = ?`);
+    params.push(request.type);
+  }
+  if (request.outcome !== undefined) {
+    parts.push(`"outcome" = ?`);
+    params.push(request.outcome);
+  }
+  if (request.since !== undefined) {
+    parts.push(`"finished_at" >= ?`);
+    params.push(c.d.time(request.since));
+  }
+  if (request.until !== undefined) {
+    parts.push(`"finished_at" < ?`);
+    params.push(c.d.time(request.until));
+  }
+  const after = request.after ?? null;
+  if (after !== null) {
+    if (!isJobId(after.id)) return [];
+    const at = c.d.time(after.finishedAt);
+    parts.push(`("finished_at" < ? OR ("finished_at" = ? AND "id" < ?))`);
+    params.push(at, at, after.id);
+  }
+  const where = parts.length > 0 ? `WHERE ${parts.join(' AND ')}` : '';
+  const rows = (yield {
+    sql: c.d.sql(
+      `SELECT ${historyColumns(c)} FROM ${c.history} ${where}
+        ORDER BY "finished_at" DESC, "id" DESC LIMIT ?`,
+    ),
+    params: [...params, request.limit],
+  }).rows;
+  return rows.map(rowToHistory);
+}
+
+/**
+ * Deletes at most `limit` records older than `retentionMs` on the store's clock, oldest
+ * first, under the dialect's pruning lock; null when another process holds it.
+ */
+export function* pruneHistory(
+  c: SqlContext,
+  retentionMs: number,
+  limit: number,
+): Operation<number | null> {
+  const lock = c.d.historyLock;
+  if (lock) {
+    const got = (yield lock.take).rows[0]?.got;
+    if (!readBool(got)) return null;
+  }
+  try {
+    // The inner derived table: MySQL takes no LIMIT in an IN subquery, but does in a derived one.
+    const result = yield {
+      sql: c.d.sql(
+        `DELETE FROM ${c.history} WHERE "id" IN (SELECT "id" FROM (
+          SELECT "id" FROM ${c.history} WHERE "finished_at" < ${c.d.nowPlusMs}
+          ORDER BY "finished_at", "id" LIMIT ?) expired)`,
+      ),
+      params: [-retentionMs, limit],
+    };
+    return result.affected;
+  } finally {
+    if (lock) for (const query of lock.release) yield query;
+  }
+}
