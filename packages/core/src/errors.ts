@@ -89,9 +89,43 @@ export class InvalidStateError extends JobsError {
 /** Turns anything thrown into the `{ message, stack }` a job keeps as its last error. */
 export function toJobError(error: unknown): { message: string; stack: string | null } {
   if (error instanceof Error) {
-    return { message: error.message || error.name, stack: error.stack ?? null };
+    return recordableError(error.message || error.name, error.stack ?? null);
   }
-  return { message: typeof error === 'string' ? error : safeString(error), stack: null };
+  return recordableError(typeof error === 'string' ? error : safeString(error), null);
+}
+
+/** Longest error message a job keeps, in UTF-16 units (every store's text column holds it). */
+export const MAX_ERROR_MESSAGE_LENGTH = 4_000;
+/** Longest error stack a job keeps, in UTF-16 units. */
+export const MAX_ERROR_STACK_LENGTH = 16_000;
+
+/**
+ * An error as every store can record it (DESIGN invariant 17): NUL and other control
+ * characters a text column may refuse are removed (tab and newline kept), lone surrogates
+ * replaced, and the text capped with a note saying how much was cut. A handler's error can
+ * never make a job's settlement fail.
+ */
+export function recordableError(
+  message: string,
+  stack: string | null,
+): { message: string; stack: string | null } {
+  return {
+    message: recordableText(message, MAX_ERROR_MESSAGE_LENGTH) || 'Error',
+    stack: stack === null ? null : recordableText(stack, MAX_ERROR_STACK_LENGTH),
+  };
+}
+
+function recordableText(text: string, max: number): string {
+  const clean = String(text)
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: removing them is the point
+    .replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/g, '')
+    .replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, '\ufffd');
+  if (clean.length <= max) return clean;
+  const note = `… [${clean.length - max} more characters cut]`;
+  let cut = clean.slice(0, max - note.length);
+  // Never end on half of a surrogate pair.
+  if (/[\ud800-\udbff]$/.test(cut)) cut = cut.slice(0, -1);
+  return cut + note;
 }
 
 function safeString(value: unknown): string {

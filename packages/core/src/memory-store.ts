@@ -10,19 +10,26 @@
 import { randomUUID } from 'node:crypto';
 import { type Clock, systemClock } from './clock.js';
 import { StoreError } from './errors.js';
+import { keepsOutcome, toHistoryRecord } from './history.js';
 import { dueTime, LEASE_EXPIRED_MESSAGE } from './sql/rows.js';
 import type {
   AcquireRequest,
   EnqueueOptions,
   EnqueueResult,
+  HistorySettings,
   Job,
+  JobCompletion,
   JobFailure,
   JobFilter,
+  JobHistoryRecord,
   JobRef,
   JobState,
   JobStore,
+  ListHistoryRequest,
   ListJobsRequest,
   NewJob,
+  OverdueType,
+  QueueStatsRow,
   RecoverResult,
   RetryPolicy,
   SaveScheduleRequest,
@@ -77,6 +84,9 @@ export class MemoryJobStore implements JobStore {
   private readonly keys = new Map<string, number>();
   private readonly schedules = new Map<string, ScheduleRecord>();
   private readonly subscribers = new StoreSubscribers();
+  /** Finished jobs, by id (see `configureHistory`). */
+  private readonly history = new Map<string, JobHistoryRecord>();
+  private historySettings: HistorySettings = { keep: 'none', retentionMs: 0 };
   private nextSeq = 1;
   private closed = false;
 
@@ -166,7 +176,7 @@ export class MemoryJobStore implements JobStore {
     return acquired;
   }
 
-  async complete(refs: readonly JobRef[]): Promise<SettleResult> {
+  async complete(refs: readonly JobCompletion[]): Promise<SettleResult> {
     this.assertOpen('complete');
     const lost: string[] = [];
     for (const ref of refs) {
@@ -176,13 +186,14 @@ export class MemoryJobStore implements JobStore {
         continue;
       }
       this.remove(stored);
+      this.record(stored.job, 'completed', ref.resultJson, ref.durationMs);
     }
     return { lost };
   }
 
   /** `complete(done)` then `acquire(request)` as one atomic step. */
   async completeAndAcquire(
-    done: readonly JobRef[],
+    done: readonly JobCompletion[],
     request: AcquireRequest,
   ): Promise<{ lost: string[]; jobs: Job[] }> {
     const { lost } = await this.complete(done);
@@ -344,7 +355,69 @@ export class MemoryJobStore implements JobStore {
     const stored = this.byId(id);
     if (!stored) return false;
     this.remove(stored);
+    if (stored.job.state === 'deadletter') this.record(stored.job, 'deadletter', null, null);
     return true;
+  }
+
+  async countJobs(filter: JobFilter): Promise<number> {
+    this.assertOpen('countJobs');
+    let count = 0;
+    for (const { job } of this.jobs.values()) if (matchesFilter(job, filter)) count += 1;
+    return count;
+  }
+
+  async retryDeadletterMany(filter: JobFilter, retries: number, limit: number): Promise<number> {
+    this.assertOpen('retryDeadletterMany');
+    const ids = this.matchingIds({ ...filter, state: 'deadletter' }, limit);
+    for (const id of ids) await this.retryDeadletter(id, retries);
+    return ids.length;
+  }
+
+  async deleteMany(filter: JobFilter, limit: number): Promise<number> {
+    this.assertOpen('deleteMany');
+    const ids = this.matchingIds(filter, limit);
+    for (const id of ids) await this.deleteJob(id);
+    return ids.length;
+  }
+
+  // ---- history ----
+
+  configureHistory(settings: HistorySettings): void {
+    this.historySettings = { ...settings };
+  }
+
+  async getHistory(id: string): Promise<JobHistoryRecord | null> {
+    this.assertOpen('getHistory');
+    const record = this.history.get(id);
+    return record ? copyRecord(record) : null;
+  }
+
+  async listHistory(request: ListHistoryRequest): Promise<JobHistoryRecord[]> {
+    this.assertOpen('listHistory');
+    const after = request.after ?? null;
+    return [...this.history.values()]
+      .filter(
+        (r) =>
+          (request.type === undefined || r.type === request.type) &&
+          (request.outcome === undefined || r.outcome === request.outcome) &&
+          (request.since === undefined || r.finishedAt >= request.since) &&
+          (request.until === undefined || r.finishedAt < request.until) &&
+          (after === null || compareNewestFirst(r, after) > 0),
+      )
+      .sort(compareNewestFirst)
+      .slice(0, Math.max(0, request.limit))
+      .map(copyRecord);
+  }
+
+  async pruneHistory(retentionMs: number, limit: number): Promise<number | null> {
+    this.assertOpen('pruneHistory');
+    const cutoff = this.clock.now() - retentionMs;
+    const expired = [...this.history.values()]
+      .filter((r) => r.finishedAt.getTime() < cutoff)
+      .sort((a, b) => -compareNewestFirst(a, b))
+      .slice(0, Math.max(0, limit));
+    for (const record of expired) this.history.delete(record.id);
+    return expired.length;
   }
 
   async suspend(filter: JobFilter): Promise<number> {
@@ -384,6 +457,55 @@ export class MemoryJobStore implements JobStore {
     return [...counts.values()].sort(
       (a, b) => compareStrings(a.type, b.type) || compareStrings(a.state, b.state),
     );
+  }
+
+  async overdueTypes(request: {
+    excludeTypes: readonly string[];
+    dueBefore: Date;
+    limit: number;
+  }): Promise<OverdueType[]> {
+    this.assertOpen('overdueTypes');
+    const exclude = new Set(request.excludeTypes);
+    const byType = new Map<string, OverdueType>();
+    for (const { job } of this.jobs.values()) {
+      if (job.state !== 'timer' && job.state !== 'async') continue;
+      if (exclude.has(job.type) || job.dueAt.getTime() > request.dueBefore.getTime()) continue;
+      const row = byType.get(job.type);
+      if (!row) byType.set(job.type, { type: job.type, count: 1, oldestDueAt: job.dueAt });
+      else {
+        row.count += 1;
+        if (job.dueAt < row.oldestDueAt) row.oldestDueAt = job.dueAt;
+      }
+    }
+    return [...byType.values()]
+      .sort((x, y) => x.oldestDueAt.getTime() - y.oldestDueAt.getTime())
+      .slice(0, request.limit);
+  }
+
+  async queueStats(): Promise<QueueStatsRow[]> {
+    this.assertOpen('queueStats');
+    const now = this.currentTime().getTime();
+    const groups = new Map<string, QueueStatsRow>();
+    for (const { job } of this.jobs.values()) {
+      const key = `${job.queue}\u0000${job.type}\u0000${job.state}`;
+      const due = job.dueAt.getTime() <= now ? 1 : 0;
+      const row = groups.get(key);
+      if (!row) {
+        groups.set(key, {
+          queue: job.queue,
+          type: job.type,
+          state: job.state,
+          count: 1,
+          due,
+          oldestDueAt: job.dueAt,
+        });
+        continue;
+      }
+      row.count += 1;
+      row.due += due;
+      if (job.dueAt < row.oldestDueAt) row.oldestDueAt = job.dueAt;
+    }
+    return [...groups.values()];
   }
 
   // ---- schedules ----
@@ -527,6 +649,27 @@ export class MemoryJobStore implements JobStore {
     return stored;
   }
 
+  /** Ids of up to `limit` jobs matching the filter, in id order. */
+  private matchingIds(filter: JobFilter, limit: number): string[] {
+    return [...this.jobs.values()]
+      .filter((s) => matchesFilter(s.job, filter))
+      .sort((a, b) => a.seq - b.seq)
+      .slice(0, Math.max(0, limit))
+      .map((s) => s.job.id);
+  }
+
+  /** Keeps a finished job in history when the settings say so. */
+  private record(
+    job: Job,
+    outcome: JobHistoryRecord['outcome'],
+    resultJson: string | null | undefined,
+    durationMs: number | null | undefined,
+  ): void {
+    if (!keepsOutcome(this.historySettings.keep, outcome)) return;
+    const finished = toHistoryRecord(job, outcome, this.currentTime(), resultJson, durationMs);
+    this.history.set(job.id, finished);
+  }
+
   private remove(stored: StoredJob): void {
     this.jobs.delete(stored.seq);
     const key = stored.job.key;
@@ -567,6 +710,7 @@ export class MemoryJobStore implements JobStore {
         schedule: input.schedule,
         occurrence: input.occurrence ? new Date(input.occurrence) : null,
         shard: input.shard ? { index: input.shard.index, count: input.shard.count } : null,
+        meta: input.meta ? { ...input.meta } : null,
       };
       this.jobs.set(seq, { seq, job });
       if (input.key !== null) this.keys.set(input.key, seq);
@@ -604,6 +748,28 @@ function insertBounded(sorted: StoredJob[], item: StoredJob, limit: number): voi
   }
   sorted.splice(lo, 0, item);
   if (sorted.length > limit) sorted.pop();
+}
+
+/** Newest first: later `finishedAt`, then larger id. Negative when `a` comes before `b`. */
+function compareNewestFirst(
+  a: { finishedAt: Date; id: string },
+  b: { finishedAt: Date; id: string },
+): number {
+  return b.finishedAt.getTime() - a.finishedAt.getTime() || Number(b.id) - Number(a.id);
+}
+
+function copyRecord(record: JobHistoryRecord): JobHistoryRecord {
+  const job = copyJob({ ...record, state: 'async', suspendedFrom: null } as Job);
+  return {
+    ...record,
+    ...job,
+    state: 'finished',
+    result: record.result === null ? null : structuredClone(record.result),
+    finishedAt: new Date(record.finishedAt),
+    lockExpiresAt: null,
+    lockToken: null,
+    suspendedFrom: null,
+  };
 }
 
 function compareStrings(a: string, b: string): number {
@@ -651,6 +817,7 @@ function copyJob(job: Job): Job {
     retryPolicy: job.retryPolicy ? { ...job.retryPolicy } : null,
     occurrence: job.occurrence ? new Date(job.occurrence) : null,
     shard: job.shard ? { ...job.shard } : null,
+    meta: job.meta ? { ...job.meta } : null,
   };
 }
 

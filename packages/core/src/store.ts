@@ -8,7 +8,13 @@
  *   `async` (due, waiting for an executor), `running` (leased to an owner: acquired, maybe
  *   prefetched and not started yet, or executing), `deadletter` (out of retries; waits for an
  *   operator), `suspended` (parked by an operator; remembers the state it came from).
- *   A finished job is deleted. A store may acquire a due `timer` job straight into `running`.
+ *   A finished job leaves the live table. A store may acquire a due `timer` job straight into
+ *   `running`.
+ * - **history**: finished jobs kept, when the engine asks for it (`configureHistory`), in a
+ *   table of their own: outcome (`completed`, `deadletter` = deleted from the dead-letter area,
+ *   `cancelled`), result, last error, attempts, duration, owner, finish time. A record is
+ *   written in the same statement or transaction that finishes the job, and pruned after the
+ *   retention period. The live table stays small, so the hot path never reads history.
  * - **owner**: the engine instance that holds a job (a unique string per engine).
  * - **lease**: an owner's claim on a running job until `lockExpiresAt`, measured on the store's
  *   clock. Owners renew leases while jobs run; an expired lease makes the job acquirable again.
@@ -25,6 +31,20 @@
  * (`now()`), never the calling node's, so nodes whose clocks disagree still agree on leases.
  *
  * Order of acquisition: priority descending, then due time ascending, then insertion order.
+ *
+ * Where things live: the engine is split by concern under `engine/` — `engine.ts` (the
+ * `JobEngine` facade), `options.ts`, `enqueue.ts` (client side), `acquisition-loop.ts`,
+ * `held-jobs.ts` (leased jobs: the prefetch buffer, executing, settling), `dispatch.ts`
+ * (handlers and their `ctx`), `settlement.ts` (batched complete/fail/release, uncertain
+ * settles), `lease-renewal.ts` (heartbeat and local lease deadline), `maintenance.ts` (clock
+ * sync, expired-lease recovery), `timer-firing.ts` (schedule firing, the `timer-fired` event),
+ * `shutdown.ts`. The retry decision (retry or deadletter, and the backoff) is in `retry.ts`.
+ * The exclusive-scope rule is a store's: `sql/scope-rule.ts` for SQL stores, `acquire` in
+ * `memory-store.ts`; the engine only checks that an exclusive job has a scope (`validate.ts`).
+ * The SQL stores share `sql/` (`@jobs/core/sql`): `sql-store.ts` (`SqlJobStore`, this contract
+ * over a `Dialect` and an `Executor`), `operations/` (enqueue, acquire, settle, recover, admin,
+ * schedules), `dialects/` (PostgreSQL, MySQL/MariaDB, SQLite), `rows.ts` (the one column list)
+ * and `migrate.ts` (the one migration loader, numbered `.sql` files in `migrations/`).
  */
 export type JobState = 'timer' | 'async' | 'running' | 'deadletter' | 'suspended';
 
@@ -88,6 +108,11 @@ export interface Job<P = unknown> {
   occurrence: Date | null;
   /** Shard index and count, for sharded schedules. */
   shard: { index: number; count: number } | null;
+  /**
+   * Small string headers stored with the job by the code that enqueued it, e.g. the W3C trace
+   * context (`traceparent`, `tracestate`) that `@jobs/otel` writes; null when none were given.
+   */
+  meta: Record<string, string> | null;
 }
 
 /** A job to insert. The engine has validated it. */
@@ -109,6 +134,11 @@ export interface NewJob {
   schedule: string | null;
   occurrence: Date | null;
   shard: { index: number; count: number } | null;
+  /**
+   * String headers stored with the job in the same INSERT (see `Job.meta`); absent or null for
+   * none. Optional, so stores and tests written before it still type-check.
+   */
+  meta?: Record<string, string> | null;
 }
 
 export interface EnqueueResult {
@@ -121,6 +151,84 @@ export interface EnqueueResult {
 export interface JobRef {
   id: string;
   token: string;
+}
+
+/**
+ * A finished job to complete: its claim, plus what history records of the run. Both extra
+ * fields are optional, so a plain `JobRef` still completes a job (and a store without history
+ * ignores them).
+ */
+export interface JobCompletion extends JobRef {
+  /**
+   * JSON text of what the handler returned, at most `HISTORY_RESULT_MAX_BYTES` (the engine
+   * replaces larger or unstorable results with a marker, see `history.ts`); null or absent for
+   * none. The engine sends it only while history keeps completed jobs.
+   */
+  resultJson?: string | null;
+  /** How long the handler ran, in ms, measured by the engine. */
+  durationMs?: number | null;
+}
+
+/**
+ * How a finished job ended: `completed` (its handler succeeded), `deadletter` (an operator
+ * deleted it from the dead-letter area), `cancelled` (reserved for cancellation).
+ */
+export type HistoryOutcome = 'completed' | 'deadletter' | 'cancelled';
+
+export const HISTORY_OUTCOMES: readonly HistoryOutcome[] = [
+  'completed',
+  'deadletter',
+  'cancelled',
+] as const;
+
+/**
+ * Which finished jobs history keeps: `all`; `failed` (only outcomes `deadletter` and
+ * `cancelled`: jobs that did not complete); `none`.
+ */
+export type HistoryKeep = 'all' | 'failed' | 'none';
+
+/** What a store's history keeps, as the engine configured it (`JobStore.configureHistory`). */
+export interface HistorySettings {
+  keep: HistoryKeep;
+  /** Records older than this (by `finishedAt`, on the store's clock) are pruned. */
+  retentionMs: number;
+}
+
+/**
+ * A finished job as history keeps it: the job's own fields as they were when it finished, plus
+ * how it ended. `state` is `'finished'`; `lockOwner` is the owner that ran it last (null when
+ * nobody held it at the end); it holds no lease.
+ */
+export interface JobHistoryRecord<P = unknown>
+  extends Omit<Job<P>, 'state' | 'lockExpiresAt' | 'lockToken' | 'suspendedFrom'> {
+  state: 'finished';
+  outcome: HistoryOutcome;
+  /** What the handler returned (JSON), or a marker object when it was too large; else null. */
+  result: unknown;
+  /** When it finished, on the store's clock. */
+  finishedAt: Date;
+  /** How long its last run took, in ms; null when it did not end by running. */
+  durationMs: number | null;
+  lockExpiresAt: null;
+  lockToken: null;
+  suspendedFrom: null;
+}
+
+/** Selects history records. All given fields must match; `since`/`until` bound `finishedAt`. */
+export interface HistoryFilter {
+  type?: string;
+  outcome?: HistoryOutcome;
+  /** Finished at or after this time. */
+  since?: Date;
+  /** Finished before this time. */
+  until?: Date;
+}
+
+export interface ListHistoryRequest extends HistoryFilter {
+  /** Page size, 1..1000. */
+  limit: number;
+  /** Keyset position: only records strictly after this one in newest-first order. */
+  after?: { finishedAt: Date; id: string } | null;
 }
 
 export interface AcquireRequest {
@@ -176,6 +284,25 @@ export interface StatsRow {
   type: string;
   state: JobState;
   count: number;
+}
+
+/** Jobs of one queue, type and state, for operators and queue-depth metrics (`JobStore.queueStats`). */
+export interface QueueStatsRow {
+  queue: string;
+  type: string;
+  state: JobState;
+  count: number;
+  /** How many of them have `dueAt <= now` on the store's clock (for `timer`/`async`: acquirable). */
+  due: number;
+  /** The earliest `dueAt` among them: for a group with `due > 0`, the oldest due job's. */
+  oldestDueAt: Date;
+}
+
+/** Due waiting jobs of one type, for "nobody runs these" warnings (`JobStore.overdueTypes`). */
+export interface OverdueType {
+  type: string;
+  count: number;
+  oldestDueAt: Date;
 }
 
 /** What a schedule fires, as stored. `spec` is owned by the engine (JSON). */
@@ -278,17 +405,31 @@ export interface JobStore {
    */
   acquire(request: AcquireRequest): Promise<Job[]>;
 
-  /** Deletes finished jobs held with these tokens. */
-  complete(jobs: readonly JobRef[]): Promise<SettleResult>;
+  /**
+   * Deletes finished jobs held with these tokens. With history keeping completed jobs
+   * (`configureHistory`, keep `all`), each one's record (outcome `completed`, its
+   * `resultJson` and `durationMs`) is written in the same statement or transaction; a job
+   * whose lease was lost gets no record.
+   */
+  complete(jobs: readonly JobCompletion[]): Promise<SettleResult>;
 
   /**
    * Optional hot path: `complete(done)` and `acquire(request)` in one round trip (a PostgreSQL CTE
-   * can). The engine uses it when present.
+   * can), history records included. The engine uses it when present.
    */
   completeAndAcquire?(
-    done: readonly JobRef[],
+    done: readonly JobCompletion[],
     request: AcquireRequest,
   ): Promise<{ lost: string[]; jobs: Job[] }>;
+
+  /**
+   * Optional: runs `work` in a transaction of the store's database and, in the same
+   * transaction, completes the job held with `ref`'s token; commits only while that lease is
+   * still current, else rolls back and rejects with `LockLostError`. So a job's database
+   * effects written through `tx` apply exactly once, even when its handler runs twice. `tx`
+   * is the transaction in the store's own terms (see the store's docs). Backs `ctx.transaction`.
+   */
+  completeInTransaction?<T>(ref: JobCompletion, work: (tx: unknown) => Promise<T>): Promise<T>;
 
   /** Records failed attempts: back to `timer` after the delay with one retry fewer, or deadletter. */
   fail(failures: readonly JobFailure[]): Promise<SettleResult>;
@@ -321,7 +462,11 @@ export interface JobStore {
   listJobs(request: ListJobsRequest): Promise<Job[]>;
   /** Moves a dead-letter job to `async` with `retries` fresh retries; null if not in deadletter. */
   retryDeadletter(id: string, retries: number): Promise<Job | null>;
-  /** Deletes a job in any state. False when it did not exist. */
+  /**
+   * Deletes a job in any state. False when it did not exist. A dead-letter job gets a history
+   * record (outcome `deadletter`) in the same transaction while history keeps `all` or
+   * `failed`; deleting a job in another state records nothing.
+   */
   deleteJob(id: string): Promise<boolean>;
   /** Moves waiting (`timer`, `async`) jobs matching the filter to `suspended`. Returns how many. */
   suspend(filter: JobFilter): Promise<number>;
@@ -329,6 +474,53 @@ export interface JobStore {
   activate(filter: JobFilter): Promise<number>;
   /** Job counts by type and state. */
   stats(): Promise<StatsRow[]>;
+  /** Optional: how many jobs match the filter (bulk dry runs). */
+  countJobs?(filter: JobFilter): Promise<number>;
+  /**
+   * Optional bulk retry: moves at most `limit` dead-letter jobs matching the filter (its `state`
+   * is ignored) to `async` with `retries` fresh retries, as `retryDeadletter` does; returns how
+   * many. The engine calls it in batches until fewer than `limit` come back.
+   */
+  retryDeadletterMany?(filter: JobFilter, retries: number, limit: number): Promise<number>;
+  /**
+   * Optional bulk delete: deletes at most `limit` jobs matching the filter, as `deleteJob`
+   * does (history records for dead-letter jobs included); returns how many.
+   */
+  deleteMany?(filter: JobFilter, limit: number): Promise<number>;
+
+  // ---- history (optional: a store without it keeps no history) ----
+
+  /**
+   * Tells the store which finished jobs to keep (the engine calls it on construction; the
+   * last call wins, so engines sharing a store should agree). Until called, a store keeps none.
+   */
+  configureHistory?(settings: HistorySettings): void;
+  /** The history record of job `id`, or null. */
+  getHistory?(id: string): Promise<JobHistoryRecord | null>;
+  /** History records matching the filter, newest first (`finishedAt`, then id), keyset-paged. */
+  listHistory?(request: ListHistoryRequest): Promise<JobHistoryRecord[]>;
+  /**
+   * Deletes at most `limit` records that finished more than `retentionMs` ago on the store's
+   * clock, oldest first, in one short transaction; returns how many, or null when another
+   * process is pruning right now (one node prunes at a time).
+   */
+  pruneHistory?(retentionMs: number, limit: number): Promise<number | null>;
+  /**
+   * Optional: types, other than `excludeTypes`, of waiting jobs (`timer`/`async`) due at or
+   * before `dueBefore`, with their count and oldest due time, oldest first, at most `limit`.
+   * The engine uses it to say when jobs wait that no handler it knows runs.
+   */
+  overdueTypes?(request: {
+    excludeTypes: readonly string[];
+    dueBefore: Date;
+    limit: number;
+  }): Promise<OverdueType[]>;
+
+  /**
+   * Optional: job counts by queue, type and state, each with how many are due and the earliest
+   * due time, in any order. Operators' views (`jobs status`) and queue-depth metrics read it.
+   */
+  queueStats?(): Promise<QueueStatsRow[]>;
 
   // ---- schedules ----
 

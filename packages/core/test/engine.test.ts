@@ -237,10 +237,10 @@ describe('JobEngine', () => {
     let runs = 0;
     const handler = async () => {
       runs += 1;
-      await sleep(800);
+      await sleep(1_200);
     };
-    const a = engine({ store, leaseMs: 100, handlers: { long: handler } });
-    const b = engine({ store, leaseMs: 100, handlers: { long: handler } });
+    const a = engine({ store, leaseMs: 300, handlers: { long: handler } });
+    const b = engine({ store, leaseMs: 300, handlers: { long: handler } });
     await a.start();
     await b.start();
     const job = await a.enqueue('long', {});

@@ -5,9 +5,22 @@
  * const dead = await engine.admin.listJobs({ state: 'deadletter' });
  * for (const job of dead) await engine.admin.retry(job.id);
  */
+
+import type { Clock } from '../clock.js';
 import { InvalidStateError, NotFoundError, ValidationError } from '../errors.js';
+import { historyCursor, readHistoryCursor } from '../history.js';
 import { DEFAULT_RETRIES } from '../retry.js';
-import { JOB_STATES, type Job, type JobFilter, type JobState, type JobStore } from '../store.js';
+import {
+  HISTORY_OUTCOMES,
+  type HistoryOutcome,
+  JOB_STATES,
+  type Job,
+  type JobFilter,
+  type JobHistoryRecord,
+  type JobState,
+  type JobStore,
+  type OverdueType,
+} from '../store.js';
 import { assertInteger, assertKnownKeys, assertText } from './validate.js';
 
 export interface ListJobsOptions extends JobFilter {
@@ -21,10 +34,55 @@ export interface JobStats {
   total: number;
   byState: Record<JobState, number>;
   byType: Record<string, Record<JobState, number>>;
+  /**
+   * Types of jobs due for over a minute that this engine has no handler for, oldest first: if
+   * no other engine runs them, they wait for ever. Empty when the store cannot tell.
+   */
+  unhandled: OverdueType[];
 }
+
+export interface ListHistoryOptions {
+  type?: string;
+  outcome?: HistoryOutcome;
+  /** Finished at or after this time. */
+  since?: Date;
+  /** Finished before this time. */
+  until?: Date;
+  /** Page size, default 50, at most 1000. */
+  limit?: number;
+  /** `nextCursor` of the previous page. */
+  cursor?: string | null;
+}
+
+export interface HistoryPage {
+  /** Newest first (by finish time, then id). */
+  records: JobHistoryRecord[];
+  /** Pass as `cursor` for the next page; null on the last page. */
+  nextCursor: string | null;
+}
+
+/** A bulk action's filter: the jobs to act on, and `dryRun` to only count them. */
+export interface BulkOptions extends Omit<JobFilter, 'state'> {
+  /** Count what would be touched, change nothing. */
+  dryRun?: boolean;
+}
+
+/** Jobs per store call of a bulk action: each call is one short transaction. */
+export const BULK_BATCH = 500;
+
+/** How long a due job may wait before `unhandled` names its type. */
+export const UNHANDLED_AFTER_MS = 60_000;
 
 const FILTER_KEYS = new Set(['state', 'type', 'scope', 'tenantId', 'queue', 'schedule']);
 const LIST_KEYS = new Set([...FILTER_KEYS, 'limit', 'offset']);
+const HISTORY_KEYS = new Set(['type', 'outcome', 'since', 'until', 'limit', 'cursor']);
+
+function assertDate(value: unknown, field: string): Date {
+  if (!(value instanceof Date) || Number.isNaN(value.getTime())) {
+    throw new ValidationError(field, 'must be a valid Date');
+  }
+  return value;
+}
 
 function emptyCounts(): Record<JobState, number> {
   return Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number>;
@@ -55,6 +113,8 @@ export class JobAdmin {
   constructor(
     private readonly store: JobStore,
     private readonly onChange: () => void,
+    /** The job types this engine has handlers for, and its clock (synced with the store). */
+    private readonly engine: { types: readonly string[]; clock: Clock } | null = null,
   ) {}
 
   /** Jobs matching the filter, oldest first, paged with `limit` / `offset`. */
@@ -68,9 +128,136 @@ export class JobAdmin {
     });
   }
 
-  /** One job, or null when it does not exist (finished jobs are deleted). */
-  async getJob(id: string): Promise<Job | null> {
-    return this.store.getJob(assertText(id, 'id'));
+  /**
+   * One job: the live job, else its history record (`state: 'finished'`, with `outcome`,
+   * `result`, `finishedAt`, `durationMs`), else null.
+   */
+  async getJob(id: string): Promise<Job | JobHistoryRecord | null> {
+    const live = await this.store.getJob(assertText(id, 'id'));
+    if (live || !this.store.getHistory) return live;
+    return this.store.getHistory(id);
+  }
+
+  /**
+   * Finished jobs kept by history, newest first, a page at a time (keyset paging: stable
+   * while jobs finish). Empty when the store keeps no history.
+   *
+   * @example
+   * let page = await engine.admin.listHistory({ outcome: 'deadletter', limit: 100 });
+   * while (page.nextCursor) page = await engine.admin.listHistory({ cursor: page.nextCursor });
+   */
+  async listHistory(options: ListHistoryOptions = {}): Promise<HistoryPage> {
+    if (options === null || typeof options !== 'object') {
+      throw new ValidationError('listHistory', 'must be an object');
+    }
+    assertKnownKeys(options, HISTORY_KEYS, 'listHistory');
+    const limit = assertInteger(options.limit ?? 50, 'listHistory.limit', 1, 1000);
+    if (options.type !== undefined) assertText(options.type, 'listHistory.type');
+    if (options.outcome !== undefined && !HISTORY_OUTCOMES.includes(options.outcome)) {
+      throw new ValidationError(
+        'listHistory.outcome',
+        `unknown outcome ${JSON.stringify(options.outcome)} (expected ${HISTORY_OUTCOMES.join(', ')})`,
+      );
+    }
+    const after =
+      options.cursor === undefined || options.cursor === null
+        ? null
+        : readHistoryCursor(options.cursor, 'listHistory.cursor');
+    if (!this.store.listHistory) return { records: [], nextCursor: null };
+    const records = await this.store.listHistory({
+      ...(options.type === undefined ? {} : { type: options.type }),
+      ...(options.outcome === undefined ? {} : { outcome: options.outcome }),
+      ...(options.since === undefined
+        ? {}
+        : { since: assertDate(options.since, 'listHistory.since') }),
+      ...(options.until === undefined
+        ? {}
+        : { until: assertDate(options.until, 'listHistory.until') }),
+      limit,
+      after,
+    });
+    const last = records[records.length - 1];
+    return { records, nextCursor: records.length === limit && last ? historyCursor(last) : null };
+  }
+
+  /**
+   * Retries every dead-letter job matching the filter (fresh `retries`, default 3), in batches
+   * of 500; returns how many. With `dryRun`, only counts them.
+   *
+   * @example
+   * await engine.admin.retryMany({ type: 'send-email', dryRun: true }); // 42
+   */
+  async retryMany(options: BulkOptions & { retries?: number } = {}): Promise<number> {
+    const { dryRun = false, retries: given, ...rest } = options;
+    const filter = checkFilter(rest, FILTER_KEYS, 'retryMany');
+    if ('state' in filter)
+      throw new ValidationError('retryMany.state', 'retryMany acts on deadletter jobs only');
+    const retries = assertInteger(given ?? DEFAULT_RETRIES, 'retryMany.retries', 0, 1000);
+    const dead: JobFilter = { ...filter, state: 'deadletter' };
+    if (dryRun) return this.count(dead);
+    const retryBatch = this.store.retryDeadletterMany;
+    const total = await this.inBatches(
+      retryBatch
+        ? () => retryBatch.call(this.store, filter, retries, BULK_BATCH)
+        : () => this.oneByOne(dead, (id) => this.store.retryDeadletter(id, retries)),
+    );
+    if (total > 0) this.onChange();
+    return total;
+  }
+
+  /**
+   * Deletes every job matching the filter (at least one of state, type, scope, tenantId,
+   * queue, schedule), in batches of 500, as `deleteJob` does: dead-letter jobs go to history
+   * while it keeps them. Returns how many; with `dryRun`, only counts them.
+   */
+  async deleteMany(options: BulkOptions & { state?: JobFilter['state'] }): Promise<number> {
+    const { dryRun = false, ...rest } = options ?? {};
+    const filter = checkFilter(rest, FILTER_KEYS, 'deleteMany');
+    if (Object.keys(filter).length === 0) {
+      throw new ValidationError(
+        'deleteMany',
+        'give at least one of state, type, scope, tenantId, queue, schedule',
+      );
+    }
+    if (dryRun) return this.count(filter);
+    const deleteBatch = this.store.deleteMany;
+    return this.inBatches(
+      deleteBatch
+        ? () => deleteBatch.call(this.store, filter, BULK_BATCH)
+        : () => this.oneByOne(filter, (id) => this.store.deleteJob(id)),
+    );
+  }
+
+  private async count(filter: JobFilter): Promise<number> {
+    if (this.store.countJobs) return this.store.countJobs(filter);
+    let count = 0;
+    for (let offset = 0; ; offset += 1000) {
+      const page = await this.store.listJobs({ ...filter, limit: 1000, offset });
+      count += page.length;
+      if (page.length < 1000) return count;
+    }
+  }
+
+  /** Runs `batch` until it does fewer than `BULK_BATCH`; returns the total. */
+  private async inBatches(batch: () => Promise<number>): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const done = await batch();
+      total += done;
+      if (done < BULK_BATCH) return total;
+    }
+  }
+
+  /** For a store without bulk calls: one batch of ids read by `listJobs`, acted on one by one. */
+  private async oneByOne(
+    filter: JobFilter,
+    act: (id: string) => Promise<unknown>,
+  ): Promise<number> {
+    const page = await this.store.listJobs({ ...filter, limit: BULK_BATCH, offset: 0 });
+    let done = 0;
+    for (const job of page) if (await act(job.id)) done += 1;
+    // Jobs it could not act on stay in the list: stop rather than read them again.
+    return done < page.length ? Math.min(done, BULK_BATCH - 1) : done;
   }
 
   /**
@@ -120,7 +307,7 @@ export class JobAdmin {
   /** Counts of jobs by state and by type. */
   async stats(): Promise<JobStats> {
     const rows = await this.store.stats();
-    const stats: JobStats = { total: 0, byState: emptyCounts(), byType: {} };
+    const stats: JobStats = { total: 0, byState: emptyCounts(), byType: {}, unhandled: [] };
     for (const row of rows) {
       stats.total += row.count;
       stats.byState[row.state] += row.count;
@@ -128,6 +315,18 @@ export class JobAdmin {
       perType[row.state] += row.count;
       stats.byType[row.type] = perType;
     }
+    stats.unhandled = await this.unhandled();
     return stats;
+  }
+
+  /** See `JobStats.unhandled`. */
+  async unhandled(limit = 20): Promise<OverdueType[]> {
+    if (!this.store.overdueTypes) return [];
+    const now = this.engine?.clock.now() ?? (await this.store.now()).getTime();
+    return this.store.overdueTypes({
+      excludeTypes: this.engine?.types ?? [],
+      dueBefore: new Date(now - UNHANDLED_AFTER_MS),
+      limit,
+    });
   }
 }

@@ -1,5 +1,5 @@
 import type { Clock } from '../clock.js';
-import type { Job, JobError, JobStore, RetryPolicy } from '../store.js';
+import type { HistoryKeep, Job, JobError, JobStore, OverdueType, RetryPolicy } from '../store.js';
 
 /** What a handler gets besides the job. */
 export interface JobContext {
@@ -13,6 +13,24 @@ export interface JobContext {
   shard: { index: number; count: number } | null;
   /** The engine's logger. */
   log: Logger;
+  /**
+   * Runs `work` in a transaction of the store's database that also completes this job, and
+   * commits only while this engine still holds the job's lease: the job's database effects
+   * written through `tx` apply exactly once, even if the job runs twice (a lapsed lease, a
+   * cut-off worker). `tx` is the transaction in the store's terms: a `pg` PoolClient
+   * (@jobs/postgres), a mysql2 connection (@jobs/mysql), a better-sqlite3 Database
+   * (@jobs/sqlite), an EntityManager (@jobs/typeorm). Rejects with `LockLostError` (and rolls
+   * back) when the lease was lost. Once it resolved the job is done, whatever the handler does
+   * next.
+   *
+   * @example
+   * handlers: { charge: async (job, ctx) => {
+   *   await ctx.transaction(async (client: PoolClient) => {
+   *     await client.query('INSERT INTO charges (order_id) VALUES ($1)', [job.payload.orderId]);
+   *   });
+   * } }
+   */
+  transaction<T, Tx = unknown>(work: (tx: Tx) => T | Promise<T>): Promise<T>;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: handlers choose their payload type
@@ -41,8 +59,19 @@ export interface EngineOptions {
   handlers?: Record<string, JobHandler<any> | HandlerDefinition<any>>;
   /** Jobs running at once in this engine. Default 10. */
   concurrency?: number;
-  /** Jobs leased beyond `concurrency`, waiting in memory to start. Default = concurrency. */
+  /**
+   * Jobs leased beyond `concurrency`, waiting in memory to start. Default: adaptive — it
+   * starts at `concurrency`, doubles each time a full batch comes back (a backlog is waiting)
+   * up to `maxPrefetch`, and halves when batches come back less than half full. A number
+   * fixes it. Prefetched jobs' leases are renewed with the rest and released at once by
+   * `stop()`; a crash strands them for one lease at most.
+   */
   prefetch?: number;
+  /**
+   * Upper bound of the adaptive prefetch. Default: enough for batches of 500
+   * (`max(concurrency, 500 - concurrency)`).
+   */
+  maxPrefetch?: number;
   /** Lease length; renewed every `leaseMs / 3` while jobs are held. Default 30 000. */
   leaseMs?: number;
   /** Upper bound of the idle polling delay (fallback when no wake-up arrives). Default 5 000. */
@@ -61,7 +90,25 @@ export interface EngineOptions {
   owner?: string;
   /** Clock used for timeouts and schedule arithmetic; default is kept in sync with the store. */
   clock?: Clock;
+  /**
+   * Which finished jobs the store keeps in its history table, and for how long. Default
+   * `{ keep: 'all', retention: 'P7D' }`: every completed job (with its result, capped at
+   * 64 KiB, and duration) and every job deleted from the dead-letter area, for a week.
+   * `keep: 'failed'` keeps only jobs that did not complete (outcomes `deadletter` and
+   * `cancelled`); `'none'` keeps nothing and costs the hot path nothing. `retention` is an
+   * ISO-8601 duration from `PT1M` to `P3650D`; engines prune older records in batches of 1,000,
+   * one process at a time. A store without history (`JobStore.configureHistory`) keeps none.
+   */
+  history?: HistoryOptions;
   logger?: Logger;
+}
+
+/** See `EngineOptions.history`. */
+export interface HistoryOptions {
+  /** Default `'all'`. */
+  keep?: HistoryKeep;
+  /** ISO-8601 duration, default `'P7D'`. */
+  retention?: string;
 }
 
 export interface EnqueueJobOptions {
@@ -83,8 +130,48 @@ export interface EnqueueJobOptions {
   tenantId?: string;
   /** Default `'default'`. */
   queue?: string;
+  /**
+   * String headers stored with the job (`Job.meta`), e.g. a trace context: at most 16 entries,
+   * keys of 1–255 characters, values of at most 1 024, no control characters.
+   */
+  meta?: Record<string, string>;
   /** The caller's open transaction (pg client, mysql2 connection, better-sqlite3 db, EntityManager). */
   tx?: unknown;
+}
+
+/** A validated job about to be written, as an `EngineHooks.enqueue` hook sees it. */
+export interface EnqueueDraft {
+  readonly type: string;
+  readonly queue: string;
+  /** The job's headers so far (the caller's `meta`, or empty). Add to it; it is checked again. */
+  readonly meta: Record<string, string>;
+}
+
+/**
+ * Hooks around an engine's work, for instrumentation such as `@jobs/otel`; added with
+ * `engine.use(hooks)`. Each hook gets `next` and must call it once and return what it resolves
+ * to; of several, the first added is the outermost.
+ *
+ * @example
+ * engine.use({
+ *   async run(job, next) {
+ *     const started = performance.now();
+ *     try { return await next(); } finally { timings.record(job.type, performance.now() - started); }
+ *   },
+ * });
+ */
+export interface EngineHooks {
+  /**
+   * Around each `enqueue` / `enqueueMany` call, after validation: may add headers to the drafts'
+   * `meta` (a trace context) before calling `next()`, which writes the jobs in one store call
+   * and resolves to them. Headers that break the `meta` limits reject the enqueue.
+   */
+  enqueue?(drafts: readonly EnqueueDraft[], next: () => Promise<Job[]>): Promise<Job[]>;
+  /**
+   * Around each handler run: `next()` runs the handler and settles as it does. Call it inside
+   * the async context the hook sets up (an active span) so the handler's own work joins it.
+   */
+  run?(job: Job, next: () => Promise<unknown>): Promise<unknown>;
 }
 
 export interface EngineEvents {
@@ -101,6 +188,13 @@ export interface EngineEvents {
   'leases-recovered': { requeued: string[]; deadlettered: string[] };
   'schedule-fired': { schedule: string; occurrence: Date; status: string; jobs: Job[] };
   error: { error: unknown; during: string };
+  /**
+   * Jobs have been due for over a minute whose type this engine has no handler for (checked
+   * every few minutes): if no other engine runs them, they wait for ever.
+   */
+  'unhandled-jobs': { types: OverdueType[] };
+  /** History records past the retention were deleted (a pruning pass of this engine). */
+  'history-pruned': { count: number };
 }
 
 export type EngineEventName = keyof EngineEvents;

@@ -18,11 +18,34 @@ const ENQUEUE_OPTION_KEYS = new Set<keyof EnqueueJobOptions>([
   'key',
   'tenantId',
   'queue',
+  'meta',
   'tx',
 ]);
 
 const MAX_TEXT = 255;
 const MAX_PRIORITY = 2_147_483_647;
+/** Deepest nesting of a payload every store's JSON column holds (MySQL's limit is 100). */
+export const MAX_PAYLOAD_DEPTH = 64;
+/** Largest payload limit an engine may set: MariaDB's default packet is 16 MiB per statement. */
+export const MAX_PAYLOAD_LIMIT_BYTES = 8 * 1024 * 1024;
+/** Due times every store's time column holds (MySQL DATETIME ends in year 9999). */
+export const EARLIEST_DUE = Date.UTC(1970, 0, 1);
+export const LATEST_DUE = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+/** Longest delay: a century. */
+export const MAX_DELAY_MS = 100 * 365.25 * 24 * 3_600_000;
+
+/**
+ * Characters no store keeps verbatim in a name or a JSON string: NUL and the other C0
+ * controls and DEL (PostgreSQL refuses NUL in text and jsonb), and unpaired UTF-16 surrogates
+ * (not encodable as UTF-8).
+ */
+const UNSTORABLE =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: these are what it finds
+  /[\u0000-\u001f\u007f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+/** The same, but a JSON string may hold tab, newline and carriage return. */
+export const UNSTORABLE_IN_JSON =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: these are what it finds
+  /[\u0000-\u0008\u000b\u000c\u000e-\u001f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 export interface JobDefaults {
   retries: number;
@@ -48,6 +71,12 @@ export function assertText(value: unknown, field: string, max = MAX_TEXT): strin
   if (value.length > max) {
     throw new ValidationError(field, `must be at most ${max} characters, got ${value.length}`);
   }
+  if (UNSTORABLE.test(value)) {
+    throw new ValidationError(
+      field,
+      `must not contain control characters (NUL, newline, …) or unpaired surrogates, got ${describe(value)}`,
+    );
+  }
   return value;
 }
 
@@ -65,17 +94,48 @@ export function assertInteger(value: unknown, field: string, min: number, max: n
   return value;
 }
 
-/** Serialises the payload once, to prove it is JSON and measure it. */
+/**
+ * Serialises the payload once, to prove every store reads it back as given, and to measure
+ * it: no functions, symbols, `NaN` or `Infinity` (JSON would drop them or turn them into
+ * null), no NUL or unpaired surrogates in strings or keys, at most `MAX_PAYLOAD_DEPTH` deep.
+ * Errors name the path, e.g. `payload.items.3.price`.
+ */
 export function checkPayload(payload: unknown, maxBytes: number, field = 'payload'): unknown {
   if (payload === undefined) return null;
   let text: string | undefined;
+  // Path and depth of every object and array on the way down, keyed by the object itself.
+  const paths = new WeakMap<object, { path: string; depth: number }>();
   try {
-    text = JSON.stringify(payload, (key, value: unknown) => {
+    text = JSON.stringify(payload, function (this: unknown, key, value: unknown) {
+      const parent = (this !== null && typeof this === 'object' && paths.get(this)) || {
+        path: field,
+        depth: 0,
+      };
+      const path = key === '' ? field : `${parent.path}.${key}`;
       if (typeof value === 'function' || typeof value === 'symbol') {
+        throw new ValidationError(path, `is a ${typeof value}, which is not JSON-serialisable`);
+      }
+      if (typeof value === 'number' && !Number.isFinite(value)) {
         throw new ValidationError(
-          key === '' ? field : `${field}.${key}`,
-          `is a ${typeof value}, which is not JSON-serialisable`,
+          path,
+          `is ${value}, which JSON cannot hold (it would become null)`,
         );
+      }
+      if (typeof value === 'string' && UNSTORABLE_IN_JSON.test(value)) {
+        throw new ValidationError(
+          path,
+          'holds a control character (NUL, …) or an unpaired surrogate, which not every database stores',
+        );
+      }
+      if (key !== '' && UNSTORABLE_IN_JSON.test(key)) {
+        throw new ValidationError(path, 'has a key with a control character or unpaired surrogate');
+      }
+      if (value !== null && typeof value === 'object') {
+        const depth = parent.depth + 1;
+        if (depth > MAX_PAYLOAD_DEPTH) {
+          throw new ValidationError(path, `is nested deeper than ${MAX_PAYLOAD_DEPTH} levels`);
+        }
+        paths.set(value, { path, depth });
       }
       return value;
     });
@@ -96,6 +156,55 @@ export function checkPayload(payload: unknown, maxBytes: number, field = 'payloa
     );
   }
   return JSON.parse(text) as unknown;
+}
+
+/** Most entries of a job's `meta`. */
+export const MAX_META_ENTRIES = 16;
+/** Longest value in a job's `meta` (a W3C `tracestate` is at most 512). */
+export const MAX_META_VALUE = 1024;
+
+/**
+ * Checks a job's `meta` headers: a plain object of at most `MAX_META_ENTRIES` string values of at
+ * most `MAX_META_VALUE` characters, keys as names (1–255 characters), no control characters.
+ * Returns a copy, or null when there are none.
+ */
+export function checkMeta(value: unknown, field = 'meta'): Record<string, string> | null {
+  if (value === undefined || value === null) return null;
+  const proto = typeof value === 'object' ? Object.getPrototypeOf(value) : undefined;
+  if (proto !== Object.prototype && proto !== null) {
+    throw new ValidationError(
+      field,
+      `must be a plain object of string values, got ${describe(value)}`,
+    );
+  }
+  const entries = Object.entries(value as object);
+  if (entries.length > MAX_META_ENTRIES) {
+    throw new ValidationError(
+      field,
+      `must have at most ${MAX_META_ENTRIES} entries, got ${entries.length}`,
+    );
+  }
+  if (entries.length === 0) return null;
+  for (const [key, text] of entries) {
+    assertText(key, `${field} key`);
+    if (typeof text !== 'string') {
+      throw new ValidationError(`${field}.${key}`, `must be a string, got ${describe(text)}`);
+    }
+    if (text.length > MAX_META_VALUE) {
+      throw new ValidationError(
+        `${field}.${key}`,
+        `must be at most ${MAX_META_VALUE} characters, got ${text.length}`,
+      );
+    }
+    if (UNSTORABLE.test(text)) {
+      throw new ValidationError(
+        `${field}.${key}`,
+        `must not contain control characters or unpaired surrogates, got ${describe(text)}`,
+      );
+    }
+  }
+  // defineProperty semantics: a `__proto__` key stays a plain entry.
+  return Object.fromEntries(entries);
 }
 
 /**
@@ -120,15 +229,27 @@ export function toNewJob(
     if (!(opts.runAt instanceof Date) || Number.isNaN(opts.runAt.getTime())) {
       throw new ValidationError('runAt', `must be a valid Date, got ${describe(opts.runAt)}`);
     }
+    const at = opts.runAt.getTime();
+    if (at < EARLIEST_DUE || at > LATEST_DUE) {
+      throw new ValidationError(
+        'runAt',
+        `must be between 1970-01-01 and 9999-12-31, got ${opts.runAt.toISOString()}`,
+      );
+    }
     dueAt = opts.runAt;
   }
   let delayMs = 0;
   if (opts.delayMs !== undefined) {
     if (dueAt) throw new ValidationError('delayMs', 'give either runAt or delayMs, not both');
-    if (typeof opts.delayMs !== 'number' || !Number.isFinite(opts.delayMs) || opts.delayMs < 0) {
+    if (
+      typeof opts.delayMs !== 'number' ||
+      !Number.isFinite(opts.delayMs) ||
+      opts.delayMs < 0 ||
+      opts.delayMs > MAX_DELAY_MS
+    ) {
       throw new ValidationError(
         'delayMs',
-        `must be a number of ms ≥ 0, got ${describe(opts.delayMs)}`,
+        `must be a number of ms from 0 to ${MAX_DELAY_MS} (a century), got ${describe(opts.delayMs)}`,
       );
     }
     delayMs = Math.round(opts.delayMs);
@@ -171,6 +292,7 @@ export function toNewJob(
     schedule: null,
     occurrence: null,
     shard: null,
+    meta: checkMeta(opts.meta),
   };
 }
 

@@ -7,6 +7,7 @@
  */
 import { Cron } from 'croner';
 import { IANAZone } from 'luxon';
+import { assertText, checkPayload } from '../engine/validate.js';
 import { ValidationError } from '../errors.js';
 import { type IsoDuration, parseDuration, parseRepeat } from './iso8601.js';
 
@@ -112,6 +113,8 @@ const KNOWN_OPTIONS: ReadonlySet<string> = new Set([
 
 /** Longest schedule name: it is part of every occurrence job's key (`sched:<name>@<iso>#<i>`). */
 export const MAX_SCHEDULE_NAME_LENGTH = 128;
+/** Largest payload of a schedule's jobs (the engine's default job payload limit). */
+export const MAX_SCHEDULE_PAYLOAD_BYTES = 1024 * 1024;
 /** Most shards per schedule. */
 export const MAX_SHARDS = 1000;
 /** Most missed occurrences `catchUp` replays. */
@@ -204,31 +207,16 @@ export function validateScheduleOptions(
     assertSchedulableDuration(parseRepeat(repeat, 'repeat').duration, 'repeat');
   }
 
-  const type = o.type === undefined ? name : stringOption(o.type, 'type');
-  if (type.trim() === '') throw new ValidationError('type', 'job type must not be empty');
+  const type = assertText(o.type === undefined ? name : o.type, 'type');
 
-  let payload: unknown = null;
-  if (o.payload !== undefined) {
-    let text: string | undefined;
-    try {
-      text = JSON.stringify(o.payload);
-    } catch (error) {
-      throw new ValidationError('payload', 'schedule payload is not JSON-serialisable', {
-        cause: error,
-      });
-    }
-    if (text === undefined)
-      throw new ValidationError('payload', 'schedule payload is not JSON-serialisable');
-    payload = JSON.parse(text);
-  }
+  // Checked as a job's payload is: the jobs each occurrence creates must be storable.
+  const payload = checkPayload(o.payload, MAX_SCHEDULE_PAYLOAD_BYTES);
 
   const retries = o.retries === undefined ? null : intOption(o.retries, 'retries', 0, 1_000_000);
   const priority =
     o.priority === undefined ? 0 : intOption(o.priority, 'priority', -1_000_000, 1_000_000);
-  const queue = o.queue === undefined ? 'default' : stringOption(o.queue, 'queue');
-  if (queue === '') throw new ValidationError('queue', 'queue must not be empty');
-  const tenantId = o.tenantId === undefined ? null : stringOption(o.tenantId, 'tenantId');
-  if (tenantId === '') throw new ValidationError('tenantId', 'tenantId must not be empty');
+  const queue = o.queue === undefined ? 'default' : assertText(o.queue, 'queue');
+  const tenantId = o.tenantId === undefined ? null : assertText(o.tenantId, 'tenantId');
 
   let overlap: ScheduleOverlap = 'skip';
   if (o.overlap !== undefined) {

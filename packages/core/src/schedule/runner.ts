@@ -12,6 +12,7 @@
 import { type Clock, systemClock } from '../clock.js';
 import type { EngineEventName, EngineEvents, Logger } from '../engine/types.js';
 import { NotFoundError, StoreError, ValidationError } from '../errors.js';
+import { silentLogger } from '../logger.js';
 import { DEFAULT_RETRIES } from '../retry.js';
 import type { JobStore, NewJob, ScheduleFireStatus, ScheduleRecord } from '../store.js';
 import {
@@ -69,10 +70,10 @@ interface StoredSpec {
 
 const UNFINISHED = ['timer', 'async', 'running'] as const;
 const MAX_PASSES = 5;
+/** Backoff of a schedule whose fire failed: from 1 s, doubling, at most a minute. */
+const FAILED_FIRE_BACKOFF_MS = { first: 1_000, max: 60_000 };
 /** Read–compute–save rounds of `define` before it gives up on a schedule others keep changing. */
 const MAX_DEFINE_ATTEMPTS = 10;
-
-const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {} };
 
 /**
  * Defines, lists and fires schedules. The engine owns one and calls `fireDue()` when the time it
@@ -92,6 +93,8 @@ export class ScheduleRunner {
   private readonly misfirePollMs: number;
   private readonly batchSize: number;
   private inFlight: Promise<Date | null> | null = null;
+  /** Schedules whose last fire failed: when to try again, and how many failures in a row. */
+  private readonly failing = new Map<string, { retryAt: number; failures: number }>();
   private again = false;
 
   constructor(options: ScheduleRunnerOptions) {
@@ -154,7 +157,7 @@ export class ScheduleRunner {
         continue;
       }
       this.changed();
-      this.logger.info('schedule defined', {
+      this.logger.debug('schedule defined', {
         schedule: name,
         nextAt: record.nextAt?.toISOString() ?? null,
       });
@@ -250,14 +253,51 @@ export class ScheduleRunner {
       let conflicts = 0;
       let progressed = 0;
       for (const record of due) {
-        const status = await this.fireOne(record);
+        const status = await this.fireIsolated(record);
         if (status === 'conflict') conflicts += 1;
-        else if (status !== 'waiting' && status !== 'invalid') progressed += 1;
+        else if (status !== 'waiting' && status !== 'invalid' && status !== 'failed') {
+          progressed += 1;
+        }
       }
       // Another pass only when someone else moved a schedule under us, or the batch was full.
       if (conflicts === 0 && (due.length < this.batchSize || progressed === 0)) break;
     }
     return this.nextWake();
+  }
+
+  /**
+   * Fires one schedule; a schedule that cannot fire (its jobs do not fit the store, the store
+   * refuses a write) is reported and retried with backoff, and never stops the others
+   * (invariant 17). A failure of the store as a whole fails every schedule the same way.
+   */
+  private async fireIsolated(
+    record: ScheduleRecord,
+  ): Promise<ScheduleFireStatus | 'waiting' | 'invalid' | 'failed'> {
+    const failing = this.failing.get(record.name);
+    if (failing && failing.retryAt > this.clock.now()) return 'waiting';
+    try {
+      const status = await this.fireOne(record);
+      if (failing) {
+        this.failing.delete(record.name);
+        this.logger.info('schedule fires again', { schedule: record.name });
+      }
+      return status;
+    } catch (error) {
+      const failures = (failing?.failures ?? 0) + 1;
+      const backoff = Math.min(
+        FAILED_FIRE_BACKOFF_MS.max,
+        FAILED_FIRE_BACKOFF_MS.first * 2 ** Math.min(failures - 1, 16),
+      );
+      this.failing.set(record.name, { retryAt: this.clock.now() + backoff, failures });
+      if (failures === 1) {
+        this.logger.warn('schedule could not fire; the others go on', {
+          schedule: record.name,
+          error,
+        });
+      }
+      this.emit('error', { error, during: `schedule ${record.name}` });
+      return 'failed';
+    }
   }
 
   /** The earliest time a schedule needs attention. */
@@ -270,6 +310,9 @@ export class ScheduleRunner {
       let t = record.nextAt?.getTime() ?? null;
       if (record.pendingMisfire)
         t = Math.min(t ?? Number.POSITIVE_INFINITY, now + this.misfirePollMs);
+      // A schedule that failed to fire is looked at again after its backoff, not at once.
+      const failing = this.failing.get(record.name);
+      if (failing && t !== null) t = Math.max(t, failing.retryAt);
       if (t !== null && (earliest === null || t < earliest)) earliest = t;
     }
     return earliest === null ? null : new Date(earliest);

@@ -1,0 +1,61 @@
+/**
+ * What the parts of the engine share: the resolved options, the engine's state, the jobs it
+ * holds, its events and the acquisition loop's wake-up. Each part keeps its own working state.
+ */
+
+import { ErrorStreaks } from '../logger.js';
+import { Wakeup } from './acquisition-loop.js';
+import type { EngineSnapshot } from './engine.js';
+import { TypedEvents } from './events.js';
+import { type HeldJob, HeldJobs } from './held-jobs.js';
+import { EngineHookList } from './hooks.js';
+import type { ResolvedEngineOptions } from './options.js';
+import type { EngineEventName, EngineEvents } from './types.js';
+
+export type EngineState = EngineSnapshot['state'];
+
+export class EngineContext {
+  state: EngineState = 'idle';
+  readonly events: TypedEvents;
+  readonly jobs: HeldJobs;
+  readonly wakeup: Wakeup;
+  /** Hooks around enqueue and handler runs (`engine.use`). */
+  readonly hooks = new EngineHookList();
+  private readonly streaks: ErrorStreaks;
+
+  constructor(readonly options: ResolvedEngineOptions) {
+    this.events = new TypedEvents((error, event) =>
+      options.logger.error(`listener of "${event}" threw`, { error }),
+    );
+    this.jobs = new HeldJobs(options.concurrency + options.prefetch);
+    this.wakeup = new Wakeup(() => this.running);
+    this.streaks = new ErrorStreaks(options.logger);
+  }
+
+  get running(): boolean {
+    return this.state === 'running';
+  }
+
+  emit<E extends EngineEventName>(event: E, payload: EngineEvents[E]): void {
+    this.events.emit(event, payload);
+  }
+
+  /**
+   * A store call failed: an `error` event each time, a log line for the first of a streak
+   * (`warn`) and for the recovery (`info`, see `reportSuccess`).
+   */
+  reportError(error: unknown, during: string): void {
+    this.streaks.failed(during, error);
+    this.emit('error', { error, during });
+  }
+
+  /** A store call of this kind worked: ends its error streak, if any. */
+  reportSuccess(during: string): void {
+    this.streaks.succeeded(during);
+  }
+
+  reportLeaseLost(held: HeldJob): void {
+    this.options.logger.warn(`lease of job ${held.job.id} was lost`, { type: held.job.type });
+    this.emit('lease-lost', { job: held.job });
+  }
+}

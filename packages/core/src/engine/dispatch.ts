@@ -1,0 +1,157 @@
+/**
+ * Dispatch: starts buffered jobs while slots are free, runs each handler with its context
+ * (`ctx.signal`, attempt, occurrence, shard, logger), and hands the outcome to settlement —
+ * a completion, a failure with its retry decision (`retry.ts`), or a release after `stop()`.
+ */
+import { JobsError, LockLostError } from '../errors.js';
+import { historyResultJson } from '../history.js';
+import { decideRetry } from '../retry.js';
+import type { Job } from '../store.js';
+import type { EngineContext } from './context.js';
+import type { HeldJob } from './held-jobs.js';
+import { callThrough } from './hooks.js';
+import type { ResolvedHandler } from './options.js';
+import type { PendingFailure, Settlement } from './settlement.js';
+import { firedFromTimer } from './timer-firing.js';
+import type { JobContext } from './types.js';
+
+export class Dispatcher {
+  constructor(
+    private readonly ctx: EngineContext,
+    private readonly settlement: Settlement,
+  ) {}
+
+  /**
+   * Holds freshly acquired jobs and starts as many as there are free slots. `sentAt` is when
+   * the acquiring call was sent (monotonic ms): their leases count from then.
+   */
+  take(jobs: Job[], sentAt: number): void {
+    this.ctx.jobs.add(jobs, sentAt);
+    this.ctx.emit('acquired', { jobs });
+    if (!this.ctx.running) {
+      // Acquired by a call that answered after stop() began: give them back at once.
+      this.settlement.queueRelease(this.ctx.jobs.buffer.splice(0));
+      this.settlement.settleSoon();
+      return;
+    }
+    this.dispatch();
+  }
+
+  private dispatch(): void {
+    const { jobs } = this.ctx;
+    while (
+      this.ctx.running &&
+      jobs.executing < this.ctx.options.concurrency &&
+      jobs.buffer.length > 0
+    ) {
+      this.execute(jobs.buffer.shift() as HeldJob);
+    }
+  }
+
+  private execute(held: HeldJob): void {
+    const { job } = held;
+    const { handlers, logger } = this.ctx.options;
+    const resolved = handlers.get(job.type) as ResolvedHandler;
+    this.ctx.jobs.executing += 1;
+    held.controller = new AbortController();
+    held.startedAt = Date.now();
+    if (firedFromTimer(job)) this.ctx.emit('timer-fired', { job });
+    this.ctx.emit('started', { job });
+    const ctx: JobContext = {
+      signal: held.controller.signal,
+      attempt: job.attempts,
+      occurrence: job.occurrence,
+      shard: job.shard,
+      log: logger,
+      transaction: (work) => this.completeInTransaction(held, work),
+    };
+    const run = () => Promise.resolve().then(() => resolved.handler(job, ctx));
+    const hooks = this.ctx.hooks.run;
+    (hooks.length === 0 ? run() : callThrough(hooks, [job], run)).then(
+      (result: unknown) => this.finish(held, null, result),
+      (error: unknown) => this.finish(held, error ?? new Error('handler threw a falsy value')),
+    );
+  }
+
+  /** `ctx.transaction`: the handler's writes and the job's completion commit together. */
+  private async completeInTransaction<T, Tx>(
+    held: HeldJob,
+    work: (tx: Tx) => T | Promise<T>,
+  ): Promise<T> {
+    const { store } = this.ctx.options;
+    if (!store.completeInTransaction) {
+      throw new JobsError(
+        'STORE',
+        `[@jobs/core] ctx.transaction: the ${store.name} store has no transactions for handlers`,
+      );
+    }
+    if (held.completedInTransaction) {
+      throw new JobsError(
+        'INVALID_STATE',
+        `[@jobs/core] ctx.transaction: job ${held.job.id} was already completed by an earlier ctx.transaction`,
+      );
+    }
+    if (held.lost) throw new LockLostError(held.job.id);
+    // The handler has not returned yet: the record has its duration so far and no result.
+    const completion = { ...held.ref, durationMs: Date.now() - held.startedAt };
+    const result = await store.completeInTransaction(completion, async (tx) => work(tx as Tx));
+    held.completedInTransaction = true;
+    return result;
+  }
+
+  private finish(held: HeldJob, error: unknown, result?: unknown): void {
+    const { jobs } = this.ctx;
+    jobs.executing -= 1;
+    held.finished = true;
+    if (held.completedInTransaction) {
+      // Completed in the handler's own transaction: nothing left to write.
+      jobs.forget(held);
+      if (error !== null) {
+        this.ctx.options.logger.warn(
+          `job ${held.job.id} threw after ctx.transaction completed it; it stays completed`,
+          { error },
+        );
+      }
+      this.ctx.emit('completed', { job: held.job, durationMs: Date.now() - held.startedAt });
+    } else if (held.lost) {
+      // Lease lost while running: someone else may own the job now; nothing of ours is written.
+      jobs.forget(held);
+    } else if (error === null) {
+      // Also after stop() aborted it: a handler that succeeded in the grace is done.
+      held.completion = {
+        ...held.ref,
+        durationMs: Date.now() - held.startedAt,
+        // Serialised only when history keeps it: `keep: 'none'` costs nothing here.
+        ...(this.ctx.options.history.keep === 'all'
+          ? { resultJson: historyResultJson(result) }
+          : {}),
+      };
+      this.settlement.queueCompletion(held);
+    } else if (held.shutdownAborted) {
+      // Failed because stop() aborted it: not a failed attempt; another engine runs it.
+      this.settlement.queueRelease([held]);
+    } else {
+      this.settlement.queueFailure(this.failureOf(held, error));
+    }
+    this.settlement.settleSoon();
+    this.dispatch();
+    if (jobs.room() >= jobs.refillBatch()) this.ctx.wakeup.wake();
+    jobs.changed();
+  }
+
+  private failureOf(held: HeldJob, error: unknown): PendingFailure {
+    const { handlers, retryPolicy } = this.ctx.options;
+    const typePolicy = handlers.get(held.job.type)?.policy ?? retryPolicy;
+    const decision = decideRetry(held.job, error, typePolicy);
+    return {
+      held,
+      willRetry: decision.willRetry,
+      failure: {
+        ...held.ref,
+        error: decision.error,
+        deadletter: !decision.willRetry,
+        retryDelayMs: decision.delayMs,
+      },
+    };
+  }
+}

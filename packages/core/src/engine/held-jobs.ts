@@ -1,0 +1,99 @@
+/**
+ * The jobs this engine holds a lease on: prefetched ones waiting in a bounded buffer (leased,
+ * not started), executing ones, and finished ones whose settle call is still being written.
+ */
+import type { Job, JobCompletion, JobRef } from '../store.js';
+
+/** A job leased to this engine: buffered (not started), executing, or waiting to be settled. */
+export interface HeldJob {
+  job: Job;
+  ref: JobRef;
+  controller: AbortController | null;
+  startedAt: number;
+  /**
+   * When the call that last confirmed this lease (acquisition or renewal) was sent, on this
+   * process's monotonic clock (`monotonicNow`): the lease is safe until this + leaseMs.
+   */
+  leaseSentAt: number;
+  lost: boolean;
+  /** Aborted by `stop()` after its timeout: its outcome is a release, not a failure. */
+  shutdownAborted: boolean;
+  /** The handler returned: its complete/fail/release call reports the lease's fate itself. */
+  finished: boolean;
+  /**
+   * A settle call for this job failed, and may have taken effect before it failed: a retry that
+   * finds the lease gone must look at the job before calling the lease lost.
+   */
+  settleUncertain: boolean;
+  /** Set when the handler succeeded: the claim plus the history fields of its completion. */
+  completion?: JobCompletion;
+  /** `ctx.transaction` committed: the job is completed already. */
+  completedInTransaction?: boolean;
+}
+
+export class HeldJobs {
+  /** Leased but not started, in acquisition order. */
+  readonly buffer: HeldJob[] = [];
+  /** Jobs whose handler is running. */
+  executing = 0;
+  /** Called when a job finished or a settle call returned (`stop()` waits on it). */
+  onChange: (() => void) | null = null;
+  private readonly byId = new Map<string, HeldJob>();
+
+  /**
+   * @param capacity `concurrency + prefetch`: the most jobs held before they settle. The
+   *   acquisition loop adapts it (see `EngineOptions.prefetch`).
+   */
+  constructor(public capacity: number) {}
+
+  /** Smallest acquisition while jobs are held: half the capacity, so batches stay large. */
+  refillBatch(): number {
+    return Math.max(1, Math.floor(this.capacity / 2));
+  }
+
+  get size(): number {
+    return this.byId.size;
+  }
+
+  values(): IterableIterator<HeldJob> {
+    return this.byId.values();
+  }
+
+  /** Whether `held` is still this engine's latest lease of its job. */
+  isCurrent(held: HeldJob): boolean {
+    return this.byId.get(held.job.id) === held;
+  }
+
+  /** Holds freshly acquired jobs in the buffer; their leases count from `sentAt`. */
+  add(jobs: readonly Job[], sentAt: number): void {
+    for (const job of jobs) {
+      const held: HeldJob = {
+        job,
+        ref: { id: job.id, token: job.lockToken as string },
+        controller: null,
+        startedAt: 0,
+        leaseSentAt: sentAt,
+        lost: false,
+        shutdownAborted: false,
+        finished: false,
+        settleUncertain: false,
+      };
+      this.byId.set(job.id, held);
+      this.buffer.push(held);
+    }
+  }
+
+  /** Drops a held job, unless the engine has since leased the same job again. */
+  forget(held: HeldJob): void {
+    if (this.isCurrent(held)) this.byId.delete(held.job.id);
+  }
+
+  /** Jobs the engine could take now: free slots plus free prefetch buffer. */
+  room(): number {
+    return this.capacity - this.executing - this.buffer.length;
+  }
+
+  changed(): void {
+    this.onChange?.();
+  }
+}

@@ -1,0 +1,225 @@
+/**
+ * Engine options: checks what `new JobEngine(options)` was given, fills in the defaults and
+ * resolves each handler with its own retry settings. Bad input throws before anything runs.
+ */
+
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { type Clock, StoreSyncedClock } from '../clock.js';
+import { JobsError, ValidationError } from '../errors.js';
+import { consoleLogger } from '../logger.js';
+import { DEFAULT_RETRIES, DEFAULT_RETRY_POLICY, parseRetryPolicy } from '../retry.js';
+import { durationToMs, parseDuration } from '../schedule/iso8601.js';
+import type { HistoryKeep, HistorySettings, JobStore, RetryPolicy } from '../store.js';
+import type {
+  EngineOptions,
+  HandlerDefinition,
+  HistoryOptions,
+  JobHandler,
+  Logger,
+} from './types.js';
+import { assertInteger, assertKnownKeys, assertText, MAX_PAYLOAD_LIMIT_BYTES } from './validate.js';
+
+const ENGINE_OPTION_KEYS = new Set([
+  'store',
+  'handlers',
+  'concurrency',
+  'prefetch',
+  'maxPrefetch',
+  'leaseMs',
+  'pollIntervalMs',
+  'queues',
+  'tenants',
+  'retry',
+  'retries',
+  'maxPayloadBytes',
+  'owner',
+  'clock',
+  'logger',
+  'history',
+]);
+
+/** The history kept unless the engine is told otherwise: everything, for a week. */
+export const DEFAULT_HISTORY: Readonly<HistorySettings> = {
+  keep: 'all',
+  retentionMs: 7 * 24 * 3_600_000,
+};
+const MIN_RETENTION_MS = 60_000;
+const MAX_RETENTION_MS = 3650 * 24 * 3_600_000;
+const HISTORY_KEEPS: readonly HistoryKeep[] = ['all', 'failed', 'none'];
+
+/** Fastest idle poll for stores without notifications; doubles while idle up to `pollIntervalMs`. */
+/** Largest batch the default adaptive prefetch grows to (`concurrency + maxPrefetch`). */
+export const DEFAULT_BATCH_LIMIT = 500;
+
+export const MIN_POLL_MS = 25;
+
+export interface ResolvedHandler {
+  handler: JobHandler;
+  policy: RetryPolicy | null;
+  retries: number | undefined;
+}
+
+/** Engine options after validation, with every default filled in. */
+export interface ResolvedEngineOptions {
+  store: JobStore;
+  handlers: ReadonlyMap<string, ResolvedHandler>;
+  /** The job types this engine runs (the keys of `handlers`). */
+  types: string[];
+  concurrency: number;
+  /** Prefetch at start; it adapts between `minPrefetch` and `maxPrefetch` (equal when fixed). */
+  prefetch: number;
+  minPrefetch: number;
+  maxPrefetch: number;
+  leaseMs: number;
+  pollIntervalMs: number;
+  queues: string[] | null;
+  tenants: string[] | null;
+  retryPolicy: RetryPolicy;
+  retries: number;
+  maxPayloadBytes: number;
+  owner: string;
+  logger: Logger;
+  clock: Clock;
+  /** The default clock, kept in sync with the store; null when the caller gave a clock. */
+  syncedClock: StoreSyncedClock | null;
+  /** What the store's history keeps (`EngineOptions.history`). */
+  history: HistorySettings;
+  /** The caller gave `history` (a store without history then gets a warning). */
+  historyGiven: boolean;
+}
+
+export function resolveEngineOptions(options: EngineOptions): ResolvedEngineOptions {
+  if (options === null || typeof options !== 'object') {
+    throw new JobsError('VALIDATION', '[@jobs/core] JobEngine: options must be an object');
+  }
+  assertKnownKeys(options, ENGINE_OPTION_KEYS, 'JobEngine');
+  if (!options.store || typeof options.store.acquire !== 'function') {
+    throw new JobsError('VALIDATION', '[@jobs/core] JobEngine: options.store must be a JobStore');
+  }
+  const store = options.store;
+  const concurrency = assertInteger(options.concurrency ?? 10, 'concurrency', 1, 10_000);
+  const fixedPrefetch =
+    options.prefetch === undefined ? null : assertInteger(options.prefetch, 'prefetch', 0, 100_000);
+  const maxPrefetch =
+    fixedPrefetch ??
+    assertInteger(
+      options.maxPrefetch ?? Math.max(concurrency, DEFAULT_BATCH_LIMIT - concurrency),
+      'maxPrefetch',
+      0,
+      100_000,
+    );
+  if (fixedPrefetch !== null && options.maxPrefetch !== undefined) {
+    throw new JobsError(
+      'VALIDATION',
+      '[@jobs/core] JobEngine: give prefetch (fixed) or maxPrefetch (adaptive), not both',
+    );
+  }
+  const prefetch = fixedPrefetch ?? Math.min(concurrency, maxPrefetch);
+  const leaseMs = assertInteger(options.leaseMs ?? 30_000, 'leaseMs', 30, 24 * 3600_000);
+  const notifies = store.capabilities.notifications && typeof store.subscribe === 'function';
+  const pollIntervalMs = assertInteger(
+    options.pollIntervalMs ?? (notifies ? 5_000 : 1_000),
+    'pollIntervalMs',
+    MIN_POLL_MS,
+    3600_000,
+  );
+  const queues = options.queues ? [...options.queues] : null;
+  const tenants = options.tenants ? [...options.tenants] : null;
+  const retryPolicy = options.retry
+    ? parseRetryPolicy(options.retry, 'retry').policy
+    : DEFAULT_RETRY_POLICY;
+  const retries = assertInteger(options.retries ?? DEFAULT_RETRIES, 'retries', 0, 1000);
+  const maxPayloadBytes = assertInteger(
+    options.maxPayloadBytes ?? 1024 * 1024,
+    'maxPayloadBytes',
+    1,
+    MAX_PAYLOAD_LIMIT_BYTES,
+  );
+  const owner =
+    options.owner === undefined
+      ? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`
+      : assertText(options.owner, 'owner', 200);
+  const logger = options.logger ?? consoleLogger('info');
+  const syncedClock = options.clock ? null : new StoreSyncedClock(() => store.now());
+  const clock = options.clock ?? (syncedClock as StoreSyncedClock);
+
+  const handlers = new Map<string, ResolvedHandler>();
+  for (const [type, definition] of Object.entries(options.handlers ?? {})) {
+    handlers.set(type, resolveHandler(type, definition));
+  }
+  return {
+    store,
+    handlers,
+    types: [...handlers.keys()],
+    concurrency,
+    prefetch,
+    minPrefetch: fixedPrefetch ?? Math.min(concurrency, maxPrefetch),
+    maxPrefetch,
+    leaseMs,
+    pollIntervalMs,
+    queues,
+    tenants,
+    retryPolicy,
+    retries,
+    maxPayloadBytes,
+    owner,
+    logger,
+    clock,
+    syncedClock,
+    history: resolveHistory(options.history),
+    historyGiven: options.history !== undefined,
+  };
+}
+
+/** Checks `EngineOptions.history` and fills in its defaults. */
+export function resolveHistory(options: HistoryOptions | undefined): HistorySettings {
+  if (options === undefined) return { ...DEFAULT_HISTORY };
+  if (options === null || typeof options !== 'object') {
+    throw new ValidationError(
+      'history',
+      "must be an object like { keep: 'all', retention: 'P7D' }",
+    );
+  }
+  assertKnownKeys(options, new Set(['keep', 'retention']), 'history');
+  const keep = options.keep ?? DEFAULT_HISTORY.keep;
+  if (!HISTORY_KEEPS.includes(keep)) {
+    throw new ValidationError(
+      'history.keep',
+      `must be one of ${HISTORY_KEEPS.map((k) => `'${k}'`).join(', ')}, got ${JSON.stringify(keep)}`,
+    );
+  }
+  if (options.retention === undefined) return { keep, retentionMs: DEFAULT_HISTORY.retentionMs };
+  const retentionMs = durationToMs(parseDuration(options.retention, 'history.retention'));
+  if (retentionMs < MIN_RETENTION_MS || retentionMs > MAX_RETENTION_MS) {
+    throw new ValidationError(
+      'history.retention',
+      `must be from PT1M to P3650D, got ${JSON.stringify(options.retention)}`,
+    );
+  }
+  return { keep, retentionMs };
+}
+
+function resolveHandler(type: string, definition: JobHandler | HandlerDefinition): ResolvedHandler {
+  if (typeof definition === 'function') {
+    return { handler: definition, policy: null, retries: undefined };
+  }
+  if (!definition || typeof definition.handler !== 'function') {
+    throw new JobsError(
+      'VALIDATION',
+      `[@jobs/core] JobEngine: handlers.${type} must be a function or { handler, retry?, retries? }`,
+    );
+  }
+  assertKnownKeys(definition, new Set(['handler', 'retry', 'retries']), `handlers.${type}`);
+  const parsed = definition.retry
+    ? parseRetryPolicy(definition.retry, `handlers.${type}.retry`)
+    : null;
+  return {
+    handler: definition.handler,
+    policy: parsed?.policy ?? null,
+    retries:
+      definition.retries !== undefined
+        ? assertInteger(definition.retries, `handlers.${type}.retries`, 0, 1000)
+        : (parsed?.retries ?? undefined),
+  };
+}

@@ -1,0 +1,142 @@
+/**
+ * Graceful shutdown (DESIGN "Graceful shutdown", invariant 16): stop acquiring, give prefetched
+ * (unstarted) jobs back at once, let running jobs finish up to the timeout, then abort their
+ * signals and give them a short grace. A handler that succeeds in the grace is completed, not
+ * run again. One that ignores its signal is never released while it runs — a second run (or a
+ * second exclusive job of its scope) could start beside it — so its lease keeps being renewed
+ * until it returns or a hard bound passes, and is then left to expire. `stop()` returns within
+ * its timeout plus `SHUTDOWN_GRACE_MS` plus `STORE_GRACE_MS`, even when the store never answers.
+ */
+import { JobsError } from '../errors.js';
+import type { AcquisitionLoop } from './acquisition-loop.js';
+import type { EngineContext } from './context.js';
+import type { LeaseRenewal } from './lease-renewal.js';
+import type { Settlement } from './settlement.js';
+
+/** How long aborted handlers get to return before stop() leaves them to their leases. */
+export const SHUTDOWN_GRACE_MS = 2_000;
+/** How long stop() waits, beyond the handlers, for the store to take the last writes. */
+export const STORE_GRACE_MS = 5_000;
+/** Leases of handlers still running after stop() are renewed for at most this many leases. */
+const ORPHAN_RENEWAL_LEASES = 5;
+
+/** Resolves true when `promise` settles before `deadline` (epoch ms), false otherwise. */
+function before(promise: Promise<unknown>, deadline: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), Math.max(0, deadline - Date.now()));
+    promise.then(
+      () => {
+        clearTimeout(timer);
+        resolve(true);
+      },
+      () => {
+        clearTimeout(timer);
+        resolve(true);
+      },
+    );
+  });
+}
+
+export class Shutdown {
+  constructor(
+    private readonly ctx: EngineContext,
+    private readonly loop: AcquisitionLoop,
+    private readonly settlement: Settlement,
+    private readonly leases: LeaseRenewal,
+  ) {}
+
+  /** Runs the shutdown of an engine whose state is already `stopping`. */
+  async run(timeoutMs: number): Promise<void> {
+    const { jobs, options } = this.ctx;
+    const started = Date.now();
+    const handlersDeadline = started + timeoutMs;
+    const deadline = handlersDeadline + SHUTDOWN_GRACE_MS + STORE_GRACE_MS;
+    // The loop may be waiting on a store call that never answers; jobs it still gets are
+    // released when they arrive (see `Dispatcher.take`).
+    await before(this.loop.stop(), started + STORE_GRACE_MS);
+    this.releaseBuffered();
+
+    let orphans = 0;
+    if (jobs.executing > 0 && !(await this.waitForIdle(handlersDeadline - Date.now()))) {
+      for (const held of jobs.values()) {
+        if (held.controller && !held.controller.signal.aborted) {
+          held.shutdownAborted = true;
+          held.controller.abort(
+            new JobsError(
+              'STOPPED',
+              `engine stopped: job ${held.job.id} did not finish within ${timeoutMs} ms`,
+            ),
+          );
+        }
+      }
+      if (!(await this.waitForIdle(SHUTDOWN_GRACE_MS))) orphans = jobs.executing;
+    }
+    if (!(await before(this.settlement.flushUntilEmpty(deadline), deadline))) {
+      options.logger.warn('the store did not take the last writes before stop() returned', {
+        pending: this.settlement.pendingCount,
+      });
+    }
+    // Reads that decide how an uncertain settle is reported, before the caller closes the store.
+    await before(this.settlement.uncertainSettlesChecked(), deadline);
+    if (orphans === 0) {
+      this.leases.stop();
+      return;
+    }
+    options.logger.warn(
+      'handlers ignored their abort signal; their leases are renewed until they return, then stop()ped engines let them expire',
+      { running: orphans },
+    );
+    this.renewOrphans(options.leaseMs * ORPHAN_RENEWAL_LEASES);
+  }
+
+  /**
+   * Handlers still running after stop(): their leases stay renewed (the heartbeat runs on,
+   * without keeping the process alive) until they return — and are settled as usual — or
+   * `boundMs` passes; then the leases are left to expire.
+   */
+  private renewOrphans(boundMs: number): void {
+    const { jobs } = this.ctx;
+    const giveUp = setTimeout(() => {
+      jobs.onChange = null;
+      this.leases.stop();
+    }, boundMs);
+    giveUp.unref();
+    this.leases.unref();
+    jobs.onChange = () => {
+      if (jobs.executing > 0) return;
+      clearTimeout(giveUp);
+      jobs.onChange = null;
+      void this.settlement.flushUntilEmpty(Date.now() + STORE_GRACE_MS).finally(() => {
+        this.leases.stop();
+      });
+    };
+  }
+
+  private releaseBuffered(): void {
+    const { buffer } = this.ctx.jobs;
+    if (buffer.length === 0) return;
+    this.settlement.queueRelease(buffer.splice(0));
+    this.settlement.scheduleFlush(false);
+  }
+
+  private waitForIdle(timeoutMs: number): Promise<boolean> {
+    const { jobs } = this.ctx;
+    if (jobs.executing === 0) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const timer = setTimeout(
+        () => {
+          jobs.onChange = null;
+          resolve(false);
+        },
+        Math.max(0, timeoutMs),
+      );
+      jobs.onChange = () => {
+        if (jobs.executing === 0) {
+          clearTimeout(timer);
+          jobs.onChange = null;
+          resolve(true);
+        }
+      };
+    });
+  }
+}

@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest';
+import { MemoryJobStore } from '../src/memory-store.js';
+import { engine, newJob, waitFor } from './helpers.js';
+
+async function runBacklog(options: { prefetch?: number; maxPrefetch?: number }, total: number) {
+  const store = new MemoryJobStore();
+  await store.enqueue(Array.from({ length: total }, () => newJob({ type: 'noop' })));
+  const batches: number[] = [];
+  const limits: number[] = [];
+  let done = 0;
+  const e = engine({
+    store,
+    concurrency: 10,
+    ...options,
+    handlers: {
+      noop: async () => {
+        done += 1;
+      },
+    },
+  });
+  e.on('acquired', ({ jobs }) => {
+    batches.push(jobs.length);
+    limits.push(e.snapshot().prefetchLimit);
+  });
+  await e.start();
+  await waitFor(() => done === total, 'the backlog to be run', 20_000);
+  return { e, store, batches, limits };
+}
+
+describe('adaptive prefetch (the default)', () => {
+  it('leases bigger batches while a backlog waits, up to concurrency + maxPrefetch', async () => {
+    const { batches } = await runBacklog({}, 3_000);
+    expect(batches[0]).toBe(20);
+    expect(Math.max(...batches)).toBeGreaterThan(200);
+    expect(Math.max(...batches)).toBeLessThanOrEqual(500);
+  });
+
+  it('shrinks again when the backlog is gone', async () => {
+    const { e, store, batches, limits } = await runBacklog({}, 2_000);
+    expect(Math.max(...limits)).toBeGreaterThan(100);
+    const before = batches.length;
+    // Single jobs now: batches come back nearly empty, so the engine holds fewer.
+    for (let i = 0; i < 6; i++) {
+      await store.enqueue([newJob({ type: 'noop' })]);
+      e.poll();
+      await waitFor(() => batches.length > before + i, 'an acquisition');
+    }
+    expect(e.snapshot().prefetchLimit).toBe(10);
+  });
+
+  it('keeps a fixed prefetch when one is given', async () => {
+    const { batches } = await runBacklog({ prefetch: 5 }, 500);
+    expect(Math.max(...batches)).toBeLessThanOrEqual(15);
+  });
+
+  it('honours maxPrefetch', async () => {
+    const { batches } = await runBacklog({ maxPrefetch: 40 }, 1_000);
+    expect(Math.max(...batches)).toBeLessThanOrEqual(50);
+    expect(Math.max(...batches)).toBeGreaterThan(20);
+  });
+});
