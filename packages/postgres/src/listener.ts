@@ -5,21 +5,30 @@
  * away are lost.
  */
 import { StoreSubscribers } from '@jobs/core';
+import { withDeadline } from '@jobs/core/sql';
 import pg from 'pg';
+import { destroyConnection } from './pg-executor.js';
+
+/** How long `stop()` lets the connection say goodbye before it destroys the socket. */
+const STOP_GRACE_MS = 1_000;
 
 export class NotificationListener {
   private client: pg.Client | null = null;
-  private readonly subscribers = new StoreSubscribers((error) => this.onError(error));
+  /** A subscriber's error, or the connection's, is recovered from (by reconnecting): dropped. */
+  private readonly subscribers = new StoreSubscribers();
   private stopped = true;
   private closed = false;
   private connecting: Promise<void> | null = null;
+  /** The connection being opened (connect, then LISTEN), for `stop()` to cut short. */
+  private opening: pg.Client | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
   private backoffMs = 50;
 
   constructor(
     private readonly connection: pg.ClientConfig,
     private readonly channel: string,
-    private readonly onError: (error: unknown) => void,
+    /** Deadline of the LISTEN statement: on a silent network it fails and is tried again. */
+    private readonly queryTimeoutMs: number,
   ) {}
 
   /**
@@ -57,10 +66,11 @@ export class NotificationListener {
     this.closed = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.retryTimer = null;
+    if (this.opening) destroyConnection(this.opening);
     await this.connecting?.catch(() => {});
     const client = this.client;
     this.client = null;
-    if (client) await client.end().catch(() => {});
+    if (client) await endWithin(client, STOP_GRACE_MS);
   }
 
   private connect(): void {
@@ -72,13 +82,12 @@ export class NotificationListener {
   private async open(): Promise<void> {
     const client = new pg.Client(this.connection);
     let dropped = false;
-    const onDrop = (error?: unknown): void => {
+    const onDrop = (): void => {
       if (dropped) return;
       dropped = true;
       if (this.client === client) this.client = null;
       client.end().catch(() => {});
       if (this.stopped) return;
-      if (error) this.onError(error);
       this.scheduleReconnect();
     };
     client.on('error', onDrop);
@@ -86,16 +95,24 @@ export class NotificationListener {
     client.on('notification', () => {
       if (this.client === client) this.subscribers.wake();
     });
+    this.opening = client;
     try {
       await client.connect();
-      await client.query(`LISTEN "${this.channel}"`);
-    } catch (error) {
-      onDrop(error);
+      await withDeadline(
+        client.query(`LISTEN "${this.channel}"`),
+        this.queryTimeoutMs,
+        'queryTimeoutMs',
+        () => destroyConnection(client),
+      );
+    } catch {
+      onDrop();
       return;
+    } finally {
+      this.opening = null;
     }
     if (this.stopped) {
       dropped = true;
-      await client.end().catch(() => {});
+      await endWithin(client, STOP_GRACE_MS);
       return;
     }
     const wasReconnect = this.backoffMs > 50;
@@ -114,4 +131,18 @@ export class NotificationListener {
     }, delay);
     this.retryTimer.unref?.();
   }
+}
+
+/** Ends `client`, destroying its socket when the server does not answer within `graceMs`. */
+async function endWithin(client: pg.Client, graceMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const ended = client.end().catch(() => {});
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(() => {
+      destroyConnection(client);
+      resolve();
+    }, graceMs);
+  });
+  await Promise.race([ended, late]);
+  clearTimeout(timer);
 }

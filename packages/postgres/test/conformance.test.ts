@@ -11,6 +11,8 @@ const PEER = fileURLToPath(new URL('./fixtures/peer-store.mjs', import.meta.url)
 const built = existsSync(fileURLToPath(new URL('../dist/index.js', import.meta.url)));
 
 if (reachable) {
+  // Effects of ctx.transaction go to a table in the current test's schema (tests run one at a time).
+  let effectsTable = '';
   runJobStoreConformance<PostgresJobStore, pg.PoolClient>({
     name: 'postgres',
     createStore: async () =>
@@ -30,6 +32,24 @@ if (reachable) {
       if (!/^[0-9]+$/.test(id)) return null;
       const rows = await sql(`SELECT * FROM "${store.schema}".jobs WHERE id = $1`, [id]);
       return rows[0] ?? null;
+    },
+    // ctx.transaction effects: a table in the store's schema, written with the handler's client.
+    handlerTransaction: {
+      setup: async (store) => {
+        effectsTable = `"${store.schema}".effects`;
+        await sql(`CREATE TABLE ${effectsTable} (job_id text)`);
+      },
+      write: async (tx, jobId) => {
+        const client = tx as { query(text: string, values: unknown[]): Promise<unknown> };
+        await client.query(`INSERT INTO ${effectsTable} (job_id) VALUES ($1)`, [jobId]);
+      },
+      count: async (store, jobId) => {
+        const rows = await sql(
+          `SELECT count(*)::int AS n FROM "${store.schema}".effects WHERE job_id = $1`,
+          [jobId],
+        );
+        return Number(rows[0]?.n ?? 0);
+      },
     },
     transaction: {
       begin: async (store) => {
