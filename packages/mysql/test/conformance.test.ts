@@ -16,12 +16,20 @@ import {
 
 const peerModule = fileURLToPath(new URL('./fixtures/peer-store.ts', import.meta.url));
 
-// One database per file; every test gets fresh tables under its own prefix.
-let database = '';
-let txPool: mysql.Pool | null = null;
-const prefixes = new Map<MysqlJobStore, string>();
+// The suite twice: as the server is (on MariaDB: `DELETE … RETURNING`), and on the MySQL path
+// (no RETURNING: completion locks, then deletes) that a MySQL 8 server takes.
+const paths = [
+  { name: 'mysql', deleteReturning: undefined },
+  { name: 'mysql (no DELETE … RETURNING, as on MySQL 8)', deleteReturning: false },
+] as const;
 
-describe.skipIf(!reachable)('@jobs/mysql', () => {
+describe.skipIf(!reachable).each(paths)('@jobs/mysql: $name', ({ name, deleteReturning }) => {
+  const options = deleteReturning === undefined ? {} : { deleteReturning };
+  // One database per path; every test gets fresh tables under its own prefix.
+  let database = '';
+  let txPool: mysql.Pool | null = null;
+  const prefixes = new Map<MysqlJobStore, string>();
+  let effectsTable = '';
   beforeAll(async () => {
     database = await createDatabase();
     txPool = mysql.createPool({ uri: MYSQL_URL, database, connectionLimit: 4 });
@@ -32,20 +40,42 @@ describe.skipIf(!reachable)('@jobs/mysql', () => {
   });
 
   runJobStoreConformance<MysqlJobStore, PoolConnection>({
-    name: 'mysql',
+    name,
     createStore: async () => {
       const tablePrefix = `${randomName('t')}_`;
-      const store = openStore(database, { tablePrefix });
+      const store = openStore(database, { tablePrefix, ...options });
       prefixes.set(store, tablePrefix);
       return store;
     },
-    connectPeer: async (store) => openStore(database, { tablePrefix: prefixes.get(store) }),
+    connectPeer: async (store) =>
+      openStore(database, { tablePrefix: prefixes.get(store), ...options }),
     processPeer: (store) => ({
       module: peerModule,
-      args: { uri: MYSQL_URL, database, tablePrefix: prefixes.get(store) },
+      args: { uri: MYSQL_URL, database, tablePrefix: prefixes.get(store), ...options },
       nodeArgs: ['--import', 'tsx'],
     }),
     readRaw,
+    // Effects go to a table beside the store's (tests of one file run one at a time).
+    handlerTransaction: {
+      setup: async (store) => {
+        effectsTable = `\`${prefixes.get(store)}effects\``;
+        if (!txPool) throw new Error('no pool');
+        await txPool.query(`CREATE TABLE IF NOT EXISTS ${effectsTable} (job_id VARCHAR(32))`);
+      },
+      write: async (tx, jobId) => {
+        await (tx as PoolConnection).query(`INSERT INTO ${effectsTable} (job_id) VALUES (?)`, [
+          jobId,
+        ]);
+      },
+      count: async (_store, jobId) => {
+        if (!txPool) throw new Error('no pool');
+        const [rows] = (await txPool.query(
+          `SELECT COUNT(*) AS n FROM ${effectsTable} WHERE job_id = ?`,
+          [jobId],
+        )) as [{ n: number }[], unknown];
+        return Number(rows[0]?.n ?? 0);
+      },
+    },
     transaction: {
       begin: async () => {
         if (!txPool) throw new Error('no pool');

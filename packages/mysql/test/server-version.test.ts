@@ -1,7 +1,7 @@
 import { StoreError } from '@jobs/core';
+import { parseMigration } from '@jobs/core/sql';
 import { describe, expect, it } from 'vitest';
 import { assertSupportedServer, parseServerVersion, supportsSkipLocked } from '../src/index.js';
-import { splitStatements } from '../src/migrations.js';
 import { backoffMs } from '../src/retry.js';
 
 describe('parseServerVersion', () => {
@@ -49,10 +49,10 @@ describe('assertSupportedServer', () => {
 });
 
 describe('migration files and backoff', () => {
-  it('splitStatements drops comment lines and splits on a trailing semicolon', () => {
+  it('the migration loader drops comment lines and splits on a trailing semicolon', () => {
     const text =
       '-- a comment; with a semicolon\nCREATE TABLE a (\n  x INT\n);\n\n-- b\nCREATE TABLE b (y INT);\n';
-    expect(splitStatements(text)).toEqual([
+    expect(parseMigration('0001_test', text, {}).statements).toEqual([
       'CREATE TABLE a (\n  x INT\n)',
       'CREATE TABLE b (y INT)',
     ]);

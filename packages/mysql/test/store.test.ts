@@ -5,6 +5,7 @@
  */
 import { makeNewJob, refOf, sleep } from '@jobs/conformance';
 import type { Job, JobStore } from '@jobs/core';
+import { mysqlDialect } from '@jobs/core/sql';
 import mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MysqlJobStore, type MysqlRetryEvent } from '../src/index.js';
@@ -18,6 +19,9 @@ import {
   readRaw,
   sql,
 } from './helpers.js';
+
+/** Every schema version this release knows, oldest first. */
+const ALL_VERSIONS = mysqlDialect({ tablePrefix: 'jobs_' }).migrations.map((m) => m.version);
 
 let database = '';
 const opened: JobStore[] = [];
@@ -55,14 +59,14 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
   });
 
   describe('migrate', () => {
-    it('six stores migrating the same empty database at once all succeed and record version 1 once', async () => {
+    it('six stores migrating the same empty database at once all succeed and record each version once', async () => {
       const prefix = `${randomName('m')}_`;
       const stores = Array.from({ length: 6 }, () => peerOf(prefix));
       await Promise.all(stores.map((s) => s.migrate()));
       const versions = await sql(
-        `SELECT version FROM \`${database}\`.\`${prefix}migrations\` ORDER BY version`,
+        `SELECT version FROM \`${database}\`.\`${prefix}jobs_migrations\` ORDER BY version`,
       );
-      expect(versions.map((r) => Number(r.version))).toEqual([1]);
+      expect(versions.map((r) => Number(r.version))).toEqual(ALL_VERSIONS);
       const [job] = await stores[0]!.enqueue([makeNewJob()]);
       expect(await stores[5]!.getJob(job!.job.id)).toMatchObject({ state: 'async' });
     });
@@ -70,12 +74,14 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
     it('repairs a half-applied migration: tables present but no version recorded', async () => {
       const { store, prefix } = await freshStore();
       const [kept] = await store.enqueue([makeNewJob({ payload: { keep: true } })]);
-      await sql(`DELETE FROM \`${database}\`.\`${prefix}migrations\``);
+      await sql(`DELETE FROM \`${database}\`.\`${prefix}jobs_migrations\``);
       const again = peerOf(prefix);
       await again.migrate();
       expect(await again.getJob(kept!.job.id)).toMatchObject({ payload: { keep: true } });
-      const versions = await sql(`SELECT version FROM \`${database}\`.\`${prefix}migrations\``);
-      expect(versions).toHaveLength(1);
+      const versions = await sql(
+        `SELECT version FROM \`${database}\`.\`${prefix}jobs_migrations\` ORDER BY version`,
+      );
+      expect(versions.map((r) => Number(r.version))).toEqual(ALL_VERSIONS);
     });
 
     it('rejects unknown options, both or neither of uri and pool, and bad identifiers', () => {
