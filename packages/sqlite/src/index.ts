@@ -4,9 +4,5 @@ export {
   migrationsDirectory,
   type SqliteMigration,
 } from './migrations.js';
-export {
-  type SqliteDatabase,
-  SqliteJobStore,
-  type SqliteJobStoreOptions,
-  type SqliteStoreCounters,
-} from './sqlite-store.js';
+export type { SqliteStoreCounters } from './sqlite-executor.js';
+export { type SqliteDatabase, SqliteJobStore, type SqliteJobStoreOptions } from './sqlite-store.js';

@@ -1,100 +1,87 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+/** Migration helpers of earlier releases, on `@jobs/core/sql`'s loader and embedded files. */
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { StoreError } from '@jobs/core';
+import {
+  migrate,
+  parseMigration,
+  SQLITE_MIGRATION_FILES,
+  sqlContext,
+  sqliteDialect,
+} from '@jobs/core/sql';
 import type BetterSqlite3 from 'better-sqlite3';
+import { SqliteExecutor } from './sqlite-executor.js';
 
-/** One numbered schema step, read from `migrations/NNNN_name.sql`. */
+/** One numbered schema step, `NNNN_name.sql`. */
 export interface SqliteMigration {
   version: number;
   name: string;
-  /** SQL text with `{{prefix}}` placeholders. */
+  /** SQL with `{{prefix}}` placeholders; each statement ends with `;` at the end of a line. */
   sql: string;
 }
 
-const FILE_PATTERN = /^(\d{4})_([a-z0-9_]+)\.sql$/;
+let folder: string | undefined;
 
 /**
- * The folder holding the numbered `.sql` files. The sources (`src/migrations.ts`) and the built
- * bundle (`dist/index.js`, `dist/index.cjs`) both sit one level below the package root, and the
- * package ships `migrations/` next to them, so one relative URL serves both. (tsup's `shims`
- * provide `import.meta.url` in the CommonJS build.)
+ * @deprecated The migrations are embedded in the build (the package ships no folder): this
+ * writes them to a temporary folder, once per process, for tools that read `.sql` files.
  */
 export function migrationsDirectory(): string {
-  return fileURLToPath(new URL('../migrations/', import.meta.url));
+  if (folder) return folder;
+  const dir = mkdtempSync(join(tmpdir(), 'jobs-sqlite-migrations-'));
+  for (const [file, sql] of Object.entries(SQLITE_MIGRATION_FILES)) {
+    writeFileSync(join(dir, `${file}.sql`), sql);
+  }
+  folder = `${dir}/`;
+  return folder;
 }
 
-/** Reads the numbered migrations in version order. */
-export function loadMigrations(directory: string = migrationsDirectory()): SqliteMigration[] {
-  let files: string[];
+/** The numbered migrations in version order: the embedded ones, or the files in `directory`. */
+export function loadMigrations(directory?: string): SqliteMigration[] {
+  const files = directory === undefined ? SQLITE_MIGRATION_FILES : readFolder(directory);
+  const migrations = Object.keys(files)
+    .sort()
+    .map((file, index) => {
+      if (Number(file.slice(0, 4)) !== index + 1) {
+        throw new StoreError(
+          `[@jobs/sqlite] migrate: migrations must be numbered 0001, 0002, … without gaps; found ${file} at position ${index + 1} in ${directory}`,
+        );
+      }
+      return { version: index + 1, name: file.slice(5), sql: files[file] as string };
+    });
+  if (migrations.length > 0) return migrations;
+  throw new StoreError(`[@jobs/sqlite] migrate: no migrations found in ${directory}`);
+}
+
+function readFolder(directory: string): Record<string, string> {
   try {
-    files = readdirSync(directory);
+    const files = readdirSync(directory).filter((file) => /^\d{4}_[a-z0-9_]+\.sql$/.test(file));
+    return Object.fromEntries(
+      files.map((file) => [file.slice(0, -4), readFileSync(join(directory, file), 'utf8')]),
+    );
   } catch (error) {
-    throw new StoreError(`[@jobs/sqlite] migrate: cannot read the migrations folder ${directory}`, {
-      cause: error,
-    });
+    const message = `[@jobs/sqlite] migrate: cannot read the migrations folder ${directory}`;
+    throw new StoreError(message, { cause: error });
   }
-  const migrations: SqliteMigration[] = [];
-  for (const file of files.sort()) {
-    const match = FILE_PATTERN.exec(file);
-    if (!match) continue;
-    migrations.push({
-      version: Number(match[1]),
-      name: match[2]!,
-      sql: readFileSync(`${directory}/${file}`, 'utf8'),
-    });
-  }
-  migrations.forEach((migration, index) => {
-    if (migration.version !== index + 1) {
-      throw new StoreError(
-        `[@jobs/sqlite] migrate: migrations must be numbered 0001, 0002, … without gaps; found ${String(migration.version).padStart(4, '0')} at position ${index + 1} in ${directory}`,
-      );
-    }
-  });
-  if (migrations.length === 0) {
-    throw new StoreError(`[@jobs/sqlite] migrate: no migrations found in ${directory}`);
-  }
-  return migrations;
 }
 
 /**
- * Applies the migrations the database has not seen, all in ONE `BEGIN IMMEDIATE` transaction:
- * the write lock is taken before the version table is read, so processes migrating at once
- * queue up on the lock (busy timeout) and each later one finds the work done.
- * Returns the versions applied by this call.
+ * Applies the migrations the database has not seen in ONE `BEGIN IMMEDIATE` transaction (the
+ * write lock before the version table is read, so processes migrating at once queue up and each
+ * later one finds the work done). Returns the versions this call applied.
  */
 export function applyMigrations(
   db: BetterSqlite3.Database,
   prefix: string,
   migrations: readonly SqliteMigration[] = loadMigrations(),
 ): number[] {
-  const table = `${prefix}jobs_migrations`;
-  const run = db.transaction((): number[] => {
-    db.exec(
-      `CREATE TABLE IF NOT EXISTS ${table} (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`,
-    );
-    const done = new Set(
-      db
-        .prepare(`SELECT version FROM ${table}`)
-        .pluck()
-        .all()
-        .map((v) => Number(v)),
-    );
-    const newest = Math.max(0, ...done);
-    const known = migrations.length;
-    if (newest > known) {
-      throw new StoreError(
-        `[@jobs/sqlite] migrate: the database is at schema version ${newest}, newer than this package knows (${known}); upgrade @jobs/sqlite`,
-      );
-    }
-    const applied: number[] = [];
-    const record = db.prepare(`INSERT INTO ${table} (version, name, applied_at) VALUES (?, ?, ?)`);
-    for (const migration of migrations) {
-      if (done.has(migration.version)) continue;
-      db.exec(migration.sql.replaceAll('{{prefix}}', prefix));
-      record.run(migration.version, migration.name, Date.now());
-      applied.push(migration.version);
-    }
-    return applied;
-  });
-  return run.immediate();
+  const dialect = {
+    ...sqliteDialect({ tablePrefix: prefix }),
+    migrations: migrations.map((m) =>
+      parseMigration(`${String(m.version).padStart(4, '0')}_${m.name}`, m.sql, { prefix }),
+    ),
+  };
+  const op = migrate(sqlContext(dialect, '@jobs/sqlite'));
+  return new SqliteExecutor(db).runSync(op, { transaction: true });
 }

@@ -19,11 +19,29 @@ runJobStoreConformance<SqliteJobStore, Database.Database>({
   readRaw: async (store, id) => {
     const db = new Database(store.db.name, { readonly: true });
     try {
-      const row = db.prepare('SELECT * FROM jobs WHERE id = ?').get(Number(id));
+      const row = db.prepare('SELECT * FROM jobs_jobs WHERE id = ?').get(Number(id));
       return (row as Record<string, unknown> | undefined) ?? null;
     } finally {
       db.close();
     }
+  },
+  // ctx.transaction: effects in a table of the store's file, written on the handler's connection.
+  handlerTransaction: {
+    singleWriter: true,
+    setup: async (store) => {
+      store.db.exec('CREATE TABLE IF NOT EXISTS effects (job_id TEXT)');
+    },
+    write: async (tx, jobId) => {
+      (tx as SqliteJobStore['db']).prepare('INSERT INTO effects (job_id) VALUES (?)').run(jobId);
+    },
+    count: async (store, jobId) =>
+      Number(
+        (
+          store.db.prepare('SELECT COUNT(*) AS n FROM effects WHERE job_id = ?').get(jobId) as {
+            n: number;
+          }
+        ).n,
+      ),
   },
   // The caller's transaction on a connection of its own (as an app's would be): enqueue joins it
   // synchronously; commit and rollback end it.

@@ -1,5 +1,6 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { sqliteDialect } from '@jobs/core/sql';
 import Database from 'better-sqlite3';
 import { describe, expect, test } from 'vitest';
 import { freshFile, newJob, openStore, peerOf, sleep } from './helpers.js';
@@ -52,8 +53,13 @@ describe('several processes on one database file', () => {
     await Promise.all(children.map(exited));
     const db = new Database(filename, { readonly: true });
     try {
-      const versions = db.prepare('SELECT version FROM jobs_migrations ORDER BY version').all();
-      expect(versions).toEqual([{ version: 1 }]);
+      const versions = db
+        .prepare('SELECT version FROM jobs_jobs_migrations ORDER BY version')
+        .pluck()
+        .all();
+      expect(versions).toEqual(
+        sqliteDialect({ tablePrefix: 'jobs_' }).migrations.map((m) => m.version),
+      );
       expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     } finally {
       db.close();
@@ -127,7 +133,7 @@ describe('several processes on one database file', () => {
       }
       const total = upFront + trickled;
       const count = store.db.prepare('SELECT COUNT(*) FROM runs').pluck();
-      const left = store.db.prepare('SELECT COUNT(*) FROM jobs').pluck();
+      const left = store.db.prepare('SELECT COUNT(*) FROM jobs_jobs').pluck();
       const deadline = Date.now() + 30_000;
       while ((Number(count.get()) < total || Number(left.get()) > 0) && Date.now() < deadline) {
         await sleep(20);

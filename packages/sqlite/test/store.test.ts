@@ -28,11 +28,15 @@ describe('enqueue', () => {
       ['c', 'async', true],
     ]);
     expect(Number(results[0]!.job.id)).toBeLessThan(Number(results[1]!.job.id));
-    const raw = readRow(filename, 'SELECT * FROM jobs WHERE id = ?', Number(results[1]!.job.id));
+    const raw = readRow(
+      filename,
+      'SELECT * FROM jobs_jobs WHERE id = ?',
+      Number(results[1]!.job.id),
+    );
     expect(raw).toMatchObject({ state: 'timer', due_at: T0 + 5_000, created_at: T0, exclusive: 0 });
     expect(
       JSON.parse(
-        String(readRow(filename, 'SELECT payload FROM jobs WHERE type = ?', 'a')!.payload),
+        String(readRow(filename, 'SELECT payload FROM jobs_jobs WHERE type = ?', 'a')!.payload),
       ),
     ).toEqual({ n: 1 });
   });
@@ -228,8 +232,10 @@ describe('settling', () => {
       { id: 'nope', token: 'x' },
     ]);
     expect(result.lost.sort()).toEqual([b!.id, 'nope'].sort());
-    expect(readRow(filename, 'SELECT id FROM jobs WHERE id = ?', Number(a!.id))).toBeUndefined();
-    expect(readRow(filename, 'SELECT state FROM jobs WHERE id = ?', Number(b!.id))).toEqual({
+    expect(
+      readRow(filename, 'SELECT id FROM jobs_jobs WHERE id = ?', Number(a!.id)),
+    ).toBeUndefined();
+    expect(readRow(filename, 'SELECT state FROM jobs_jobs WHERE id = ?', Number(b!.id))).toEqual({
       state: 'running',
     });
   });

@@ -4,7 +4,7 @@ import { describe, expect, test } from 'vitest';
 import { newJob, openStore, readRow, sleep } from './helpers.js';
 
 function countJobs(filename: string): number {
-  return Number(readRow(filename, 'SELECT COUNT(*) AS n FROM jobs')!.n);
+  return Number(readRow(filename, 'SELECT COUNT(*) AS n FROM jobs_jobs')!.n);
 }
 
 describe("enqueue inside the caller's transaction", () => {
@@ -102,7 +102,7 @@ describe("enqueue inside the caller's transaction", () => {
     await store.enqueue([newJob()]);
     await store.close();
     expect(db.open).toBe(true);
-    expect(db.prepare('SELECT COUNT(*) AS n FROM jobs').get()).toEqual({ n: 1 });
+    expect(db.prepare('SELECT COUNT(*) AS n FROM jobs_jobs').get()).toEqual({ n: 1 });
     db.close();
   });
 });
