@@ -1,30 +1,99 @@
 /**
- * The store's schema as a TypeORM migration, for apps that run `dataSource.runMigrations()`
- * (or the TypeORM CLI) instead of calling `store.migrate()`. Both apply the same numbered
- * versions and record them in `<prefix>jobs_migrations`, so either may run first.
+ * Where the store's tables are and how they are made: by `store.migrate()`, or by the same
+ * versions as a TypeORM migration (`dataSource.runMigrations()`, the TypeORM CLI); either
+ * records them in `<prefix>jobs_migrations`, so either may run first.
  */
-import { assertIdentifier } from '@jobs/core';
-import type { DataSource, MigrationInterface, QueryRunner } from 'typeorm';
-import type { Operation, Query } from './dialects/dialect.js';
-import { Operations } from './operations.js';
+import { assertIdentifier, ValidationError } from '@jobs/core';
+import {
+  type Dialect,
+  migrate,
+  mysqlDialect,
+  postgresDialect,
+  type Query,
+  sqlContext,
+  sqliteDialect,
+} from '@jobs/core/sql';
+import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { runOnQueryRunner } from './runner.js';
-import { dialectFor } from './store.js';
 
-/** Timestamp TypeORM orders this migration by (2025-11-22). */
-const TIMESTAMP = 1763769600000;
+type TableOptions = { tablePrefix?: string; schema?: string };
 
-function* statements(queries: readonly Query[]): Operation<void> {
-  for (const query of queries) yield query;
-}
-
-function dialectOf(runner: QueryRunner, tablePrefix: string) {
-  const options = (runner.connection as DataSource).options as { type: string; schema?: string };
-  const schema = options.type === 'postgres' && options.schema ? options.schema : null;
-  return dialectFor(String(options.type), tablePrefix, schema);
+/**
+ * The dialect of the store's tables on a DataSource `type` (and `schema` option): prefix `jobs_`
+ * by default, or on PostgreSQL schema `jobs` unless the DataSource names one. With the defaults
+ * it adopts 0.1's default tables (no prefix, on the search path): `migrate()` renames them.
+ */
+export function dialectFor(
+  { type, schema: own }: { type: string; schema?: string },
+  options: TableOptions,
+) {
+  const adopt = options.tablePrefix === undefined;
+  const given = options.tablePrefix ?? (type === 'postgres' ? '' : 'jobs_');
+  const tablePrefix = assertIdentifier(given, 'tablePrefix', { allowEmpty: true, max: 32 });
+  const named = options.schema ?? own;
+  const schema = named || adopt ? assertIdentifier(named || 'jobs', 'schema', { max: 63 }) : null;
+  const former = adopt ? { adoptPrefix: '' } : {};
+  const dialect: Dialect | null =
+    type === 'postgres'
+      ? postgresDialect({ tablePrefix, schema, adoptSearchPath: adopt && !named })
+      : type === 'mysql' || type === 'mariadb'
+        ? mysqlDialect({ tablePrefix, ...former })
+        : type === 'better-sqlite3'
+          ? sqliteDialect({ tablePrefix, ...former })
+          : null;
+  if (dialect) return { dialect, prefix: tablePrefix, schema: type === 'postgres' ? schema : null };
+  throw new ValidationError(
+    'dataSource',
+    `[@jobs/typeorm] DataSource type ${JSON.stringify(type)} is not supported; use postgres, mysql, mariadb or better-sqlite3`,
+  );
 }
 
 /**
- * A TypeORM migration class that creates (and on `down`, drops) the store's tables.
+ * MySQL's generated columns, with their expressions as TypeORM compares them: from its own
+ * `typeorm_metadata` table (the server reports them reworded), which `migrateOn` fills in.
+ */
+export const MYSQL_GENERATED_COLUMNS = {
+  waiting: "IF(`state` IN ('timer', 'async'), 1, NULL)",
+  neg_priority: '-`priority`',
+};
+
+/** TypeORM's own (protected) helpers for its `typeorm_metadata`, so it reads what it wrote. */
+type MetadataSql = (where: object) => { query: string; parameters: unknown[] };
+type Metadata = Record<'selectTypeormMetadataSql' | 'insertTypeormMetadataSql', MetadataSql>;
+
+/**
+ * Migrates on `runner` under the dialect's migration lock (in its transaction, if any). On
+ * MySQL it then records the generated columns in TypeORM's `typeorm_metadata` where missing,
+ * creating that table with TypeORM's DDL if missing (TypeORM's schema diff fails without it).
+ */
+export async function migrateOn(runner: QueryRunner, dialect: Dialect, prefix: string) {
+  const { lock, unlock } = dialect.migrateLock;
+  const send = (q: Query) => runner.query(dialect.placeholders(q.sql), [...q.params]);
+  try {
+    for (const query of lock) await send(query);
+    await runOnQueryRunner(runner, dialect, migrate(sqlContext(dialect, '@jobs/typeorm')));
+    if (dialect.name !== 'mysql') return;
+    const builder = runner.connection.driver.createSchemaBuilder() as unknown as {
+      createTypeormMetadataTable(runner: QueryRunner): Promise<void>;
+    };
+    await builder.createTypeormMetadataTable(runner);
+    const sql = runner as unknown as Metadata;
+    const [{ db }] = (await runner.query('SELECT DATABASE() AS db')) as [{ db: string }];
+    for (const [name, value] of Object.entries(MYSQL_GENERATED_COLUMNS)) {
+      const where = { schema: db, table: `${prefix}jobs`, type: 'GENERATED_COLUMN', name };
+      const found = sql.selectTypeormMetadataSql.call(runner, where);
+      if (((await runner.query(found.query, found.parameters)) as unknown[]).length) continue;
+      const insert = sql.insertTypeormMetadataSql.call(runner, { ...where, value });
+      await runner.query(insert.query, insert.parameters);
+    }
+  } finally {
+    for (const query of unlock) await send(query);
+  }
+}
+
+/**
+ * A TypeORM migration class that creates (and on `down`, drops) the store's tables. Give it the
+ * store's `tablePrefix`, if it has one: the defaults are the store's.
  *
  * @example
  * const dataSource = new DataSource({
@@ -33,27 +102,21 @@ function dialectOf(runner: QueryRunner, tablePrefix: string) {
  * });
  * await dataSource.runMigrations();
  */
-export function jobsMigration(tablePrefix = ''): new () => MigrationInterface {
-  const prefix = assertIdentifier(tablePrefix, 'tablePrefix', { allowEmpty: true, max: 32 });
-  const name = `JobsTables${prefix ? `_${prefix}` : ''}${TIMESTAMP}`;
+export function jobsMigration(tablePrefix?: string): new () => MigrationInterface {
+  if (tablePrefix !== undefined) assertIdentifier(tablePrefix, 'tablePrefix', { allowEmpty: true });
+  const of = (runner: QueryRunner) => dialectFor(runner.connection.options, { tablePrefix });
   return class JobsTablesMigration implements MigrationInterface {
-    readonly name = name;
+    // Ordered by 2025-11-22.
+    readonly name = `JobsTables${tablePrefix ? `_${tablePrefix}` : ''}1763769600000`;
 
     async up(runner: QueryRunner): Promise<void> {
-      const dialect = dialectOf(runner, prefix);
-      const ops = new Operations(dialect);
-      const { lock, unlock } = dialect.migrateLock;
-      try {
-        await runOnQueryRunner(runner, dialect, statements(lock));
-        await runOnQueryRunner(runner, dialect, ops.migrate());
-      } finally {
-        await runOnQueryRunner(runner, dialect, statements(unlock));
-      }
+      const { dialect, prefix } = of(runner);
+      await migrateOn(runner, dialect, prefix);
     }
 
     async down(runner: QueryRunner): Promise<void> {
-      const dialect = dialectOf(runner, prefix);
-      for (const table of ['schedules', 'jobs', 'migrations'] as const) {
+      const { dialect } = of(runner);
+      for (const table of ['history', 'schedules', 'jobs', 'migrations'] as const) {
         await runner.query(`DROP TABLE IF EXISTS ${dialect.table(table)}`);
       }
     }

@@ -1,130 +1,130 @@
 /**
- * Runs an `Operation` on a database connection: asynchronously on a TypeORM `QueryRunner`
- * (PostgreSQL, MySQL, or the caller's open transaction on any driver), or synchronously on the
- * better-sqlite3 handle under TypeORM's single SQLite connection.
+ * Drives `@jobs/core/sql` operations on a DataSource: on QueryRunners, or on SQLite synchronously
+ * on TypeORM's one better-sqlite3 connection with core's `SqliteSyncRunner` (as `@jobs/sqlite`).
  */
-import type { SqlRow } from '@jobs/core';
-import type { QueryRunner } from 'typeorm';
-import type { Dialect, Operation, QueryOutcome } from './dialects/dialect.js';
-
-function insertIdOf(raw: unknown): string | null {
-  if (raw !== null && typeof raw === 'object' && 'insertId' in raw) {
-    const id = (raw as { insertId: unknown }).insertId;
-    return id === null || id === undefined ? null : String(id);
-  }
-  return null;
-}
+import {
+  type Dialect,
+  driveAsync,
+  driveSync,
+  type Executor,
+  type Operation,
+  outcome,
+  type RunOptions,
+  type SqliteSyncRunner,
+  type SqlRow,
+} from '@jobs/core/sql';
+import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 
 /** Drives `op` on a TypeORM QueryRunner; driver errors are thrown into the operation. */
-export async function runOnQueryRunner<T>(
-  runner: QueryRunner,
-  dialect: Dialect,
-  op: Operation<T>,
-): Promise<T> {
-  let step = op.next();
-  while (!step.done) {
-    let result: QueryOutcome;
-    try {
-      const raw = await runner.query(
-        dialect.placeholders(step.value.sql),
-        [...step.value.params],
-        true,
-      );
-      const structured = raw as { records?: unknown[]; affected?: number; raw?: unknown };
-      const rows = (Array.isArray(structured.records) ? structured.records : []) as SqlRow[];
-      result = {
-        rows,
-        affected: structured.affected ?? rows.length,
-        insertId: insertIdOf(structured.raw),
-      };
-    } catch (error) {
-      step = op.throw(error);
-      continue;
-    }
-    step = op.next(result);
-  }
-  return step.value;
+export function runOnQueryRunner<T>(runner: QueryRunner, dialect: Dialect, op: Operation<T>) {
+  return driveAsync(op, async (query) => {
+    const sql = dialect.placeholders(query.sql);
+    const raw = (await runner.query(sql, [...query.params], true)) as {
+      records?: SqlRow[];
+      affected?: number;
+      raw?: { insertId?: unknown } | null;
+    };
+    const rows = Array.isArray(raw.records) ? raw.records : [];
+    return outcome(rows, raw.affected ?? rows.length, raw.raw?.insertId);
+  });
 }
 
-/** The parts of a better-sqlite3 `Database` the store uses. */
-export interface SqliteHandle {
-  readonly inTransaction: boolean;
-  prepare(sql: string): SqliteStatement;
-  exec(sql: string): unknown;
-}
-
-interface SqliteStatement {
-  readonly reader: boolean;
-  all(...params: unknown[]): unknown[];
-  run(...params: unknown[]): { changes: number; lastInsertRowid: number | bigint };
-}
+/** SQLite: the runner on TypeORM's connection, whether the app holds it in a transaction, and how long to wait for that. */
+type SqliteSide = { runner: SqliteSyncRunner; busy: () => boolean; waitMs: number };
 
 /**
- * Runs operations synchronously on the better-sqlite3 handle, each in its own transaction.
- * Being synchronous, an operation cannot interleave with the app's queries on the shared
- * connection; it only has to wait while the app has a TypeORM transaction open.
+ * Runs operations on a DataSource: on a fresh QueryRunner (READ COMMITTED when in a
+ * transaction), on the caller's when `tx` is given, or synchronously on SQLite.
  */
-export class SqliteRunner {
-  private readonly statements = new Map<string, SqliteStatement>();
+export class TypeormExecutor implements Executor {
+  private initializing: Promise<void> | null = null;
 
-  constructor(private readonly handle: () => SqliteHandle) {}
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly dialect: Dialect,
+    private readonly sqlite: SqliteSide | null,
+    /** Turns the caller's `tx` into its QueryRunner (and checks it). */
+    private readonly callerRunner: (tx: unknown) => QueryRunner,
+    /** Called once the DataSource is initialized (by the app or by `ready`). */
+    private readonly onReady: () => void,
+  ) {}
 
-  private prepare(sql: string): SqliteStatement {
-    let stmt = this.statements.get(sql);
-    if (!stmt) {
-      stmt = this.handle().prepare(sql);
-      this.statements.set(sql, stmt);
-      if (this.statements.size > 200) {
-        const oldest = this.statements.keys().next().value as string;
-        this.statements.delete(oldest);
-      }
-    }
-    return stmt;
+  /** Initializes the DataSource on first use if the app has not. */
+  async ready(): Promise<void> {
+    const { dataSource } = this;
+    this.initializing ??= (
+      dataSource.isInitialized ? Promise.resolve() : dataSource.initialize()
+    ).then(() => this.onReady());
+    await this.initializing;
   }
 
-  /** Waits until the shared connection is outside any transaction, at most `timeoutMs`. */
-  async idle(timeoutMs: number, what: string): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (this.handle().inTransaction) {
-      if (Date.now() > deadline) {
-        throw new Error(
-          `the DataSource's SQLite connection stayed inside a transaction for ${timeoutMs} ms; ` +
-            `${what} from inside dataSource.transaction() must pass { tx: manager }`,
-        );
-      }
-      await new Promise((resolve) => setTimeout(resolve, 1));
-    }
-  }
-
-  /** Runs `op` now, synchronously; `transaction` wraps it in BEGIN IMMEDIATE … COMMIT. */
-  run<T>(op: Operation<T>, transaction: boolean): T {
-    const db = this.handle();
-    if (transaction) db.exec('BEGIN IMMEDIATE');
-    try {
-      let step = op.next();
-      while (!step.done) {
-        let result: QueryOutcome;
-        try {
-          const stmt = this.prepare(step.value.sql);
-          const params = step.value.params.map((p) => (typeof p === 'boolean' ? (p ? 1 : 0) : p));
-          if (stmt.reader) {
-            const rows = stmt.all(...params) as SqlRow[];
-            result = { rows, affected: rows.length, insertId: null };
-          } else {
-            const info = stmt.run(...params);
-            result = { rows: [], affected: info.changes, insertId: String(info.lastInsertRowid) };
-          }
-        } catch (error) {
-          step = op.throw(error);
-          continue;
+  async run<T>(op: Operation<T>, { transaction, tx, purpose }: RunOptions): Promise<T> {
+    await this.ready();
+    if (tx !== undefined) return runOnQueryRunner(this.callerRunner(tx), this.dialect, op);
+    if (purpose === 'heartbeat' && !this.sqlite) return this.onHeartbeatRunner(op);
+    if (this.sqlite) {
+      const { runner, busy, waitMs } = this.sqlite;
+      for (const deadline = Date.now() + waitMs; busy(); ) {
+        if (Date.now() > deadline) {
+          throw new Error(
+            `the DataSource's SQLite connection stayed inside a transaction for ${waitMs} ms; ` +
+              'a store call from inside dataSource.transaction() must pass { tx: manager }',
+          );
         }
-        step = op.next(result);
+        await new Promise((resolve) => setTimeout(resolve, 1));
       }
-      if (transaction) db.exec('COMMIT');
-      return step.value;
+      // Synchronous from here to COMMIT: nothing else can use the connection in between.
+      const drive = (): T => driveSync(op, (query) => runner.execute(query));
+      return transaction ? runner.transaction(drive) : drive();
+    }
+    if (transaction) {
+      return this.dataSource.transaction('READ COMMITTED', (manager) =>
+        runOnQueryRunner(manager.queryRunner as QueryRunner, this.dialect, op),
+      );
+    }
+    const runner = this.dataSource.createQueryRunner();
+    try {
+      return await runOnQueryRunner(runner, this.dialect, op);
+    } finally {
+      await runner.release();
+    }
+  }
+
+  /**
+   * Lease renewals on a connection kept for them (taken from the pool once, then held), so a
+   * heartbeat never queues behind a busy pool: a late heartbeat is a lost lease. A renewal that
+   * fails gives the connection back; the next one takes a new one.
+   */
+  private heartbeat: QueryRunner | null = null;
+  private async onHeartbeatRunner<T>(op: Operation<T>): Promise<T> {
+    this.heartbeat ??= this.dataSource.createQueryRunner();
+    const runner = this.heartbeat;
+    try {
+      return await runOnQueryRunner(runner, this.dialect, op);
     } catch (error) {
-      if (transaction && db.inTransaction) db.exec('ROLLBACK');
+      this.heartbeat = null;
+      await runner.release().catch(() => {});
       throw error;
     }
+  }
+
+  /** `ctx.transaction`: `work` gets the transaction's EntityManager; READ COMMITTED. */
+  async transaction<T>(
+    work: (handle: unknown, run: <R>(op: Operation<R>) => Promise<R>) => Promise<T>,
+  ): Promise<T> {
+    await this.ready();
+    const body = (manager: EntityManager) =>
+      work(manager, (op) => runOnQueryRunner(manager.queryRunner as QueryRunner, this.dialect, op));
+    // SQLite has one isolation level (serializable); TypeORM refuses to name another there.
+    return this.sqlite
+      ? this.dataSource.transaction(body)
+      : this.dataSource.transaction('READ COMMITTED', body);
+  }
+
+  /** Gives the heartbeat's connection back; the DataSource is the app's to destroy. */
+  async close(): Promise<void> {
+    const runner = this.heartbeat;
+    this.heartbeat = null;
+    await runner?.release().catch(() => {});
   }
 }

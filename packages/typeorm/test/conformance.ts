@@ -36,11 +36,27 @@ async function connect(db: TestDatabase): Promise<DataSource> {
 async function empty(slot: Slot, driver: Driver): Promise<void> {
   if (driver === 'postgres') {
     const schema = (slot.db.options as { schema: string }).schema;
-    await slot.main.query(`TRUNCATE "${schema}"."jobs", "${schema}"."schedules" RESTART IDENTITY`);
+    await slot.main.query(
+      `TRUNCATE "${schema}"."jobs", "${schema}"."schedules", "${schema}"."jobs_history" RESTART IDENTITY`,
+    );
   } else {
-    await slot.main.query('TRUNCATE TABLE `jobs`');
-    await slot.main.query('TRUNCATE TABLE `schedules`');
+    await slot.main.query('TRUNCATE TABLE `jobs_jobs`');
+    await slot.main.query('TRUNCATE TABLE `jobs_schedules`');
+    await slot.main.query('TRUNCATE TABLE `jobs_jobs_history`');
   }
+}
+
+/** A table beside the store's for `ctx.transaction` effects (`"s"."effects"`, `jobs_effects`). */
+const effectsTables = new WeakMap<DataSource, string>();
+function effectsTable(store: TypeormJobStore): string {
+  const table = store.dialect.table('jobs').replace(/jobs(["`])$/, 'effects$1');
+  effectsTables.set(store.dataSource, table);
+  return table;
+}
+function effectsTableOf(dataSource: DataSource): string {
+  const table = effectsTables.get(dataSource);
+  if (!table) throw new Error('effects table not set up for this DataSource');
+  return table;
 }
 
 export function runTypeormConformance(driver: Driver): void {
@@ -101,17 +117,36 @@ export function runTypeormConformance(driver: Driver): void {
       nodeArgs: ['--import', 'tsx'],
     }),
     readRaw: async (store, id) => {
-      const table =
-        driver === 'mysql'
-          ? '`jobs`'
-          : driver === 'postgres'
-            ? `"${(store.dataSource.options as { schema: string }).schema}"."jobs"`
-            : '"jobs"';
+      const table = store.dialect.table('jobs');
       const rows = (await store.dataSource.query(
         `SELECT * FROM ${table} WHERE id = ${driver === 'postgres' ? '$1' : '?'}`,
         [id],
       )) as Record<string, unknown>[];
       return rows[0] ?? null;
+    },
+    handlerTransaction: {
+      singleWriter: driver === 'better-sqlite3',
+      setup: async (store) => {
+        const table = effectsTable(store);
+        await store.dataSource.query(`CREATE TABLE IF NOT EXISTS ${table} (job_id varchar(32))`);
+        await store.dataSource.query(`DELETE FROM ${table}`);
+      },
+      write: async (tx, jobId) => {
+        const manager = tx as EntityManager;
+        const store = manager.connection;
+        const mark = store.options.type === 'postgres' ? '$1' : '?';
+        await manager.query(`INSERT INTO ${effectsTableOf(store)} (job_id) VALUES (${mark})`, [
+          jobId,
+        ]);
+      },
+      count: async (store, jobId) => {
+        const mark = driver === 'postgres' ? '$1' : '?';
+        const rows = (await store.dataSource.query(
+          `SELECT COUNT(*) AS n FROM ${effectsTable(store)} WHERE job_id = ${mark}`,
+          [jobId],
+        )) as { n: unknown }[];
+        return Number(rows[0]?.n ?? 0);
+      },
     },
     transaction: {
       begin: async (store) => {
