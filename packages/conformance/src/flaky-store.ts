@@ -98,8 +98,10 @@ export class FlakyJobStore implements JobStore {
   /** Set to false to stop injecting (calls pass through). */
   enabled = true;
   readonly faults: FaultCounts = { calls: 0, before: 0, after: 0, byMethod: {} };
-  readonly completeAndAcquire?: JobStore['completeAndAcquire'];
-  readonly subscribe?: JobStore['subscribe'];
+  // NonNullable: `JobStore['x']` of an optional member includes `undefined`, which a consumer
+  // with `exactOptionalPropertyTypes` cannot assign to `JobStore`.
+  readonly completeAndAcquire?: NonNullable<JobStore['completeAndAcquire']>;
+  readonly subscribe?: NonNullable<JobStore['subscribe']>;
 
   private readonly rate: number;
   private readonly mode: 'before' | 'after' | 'both';

@@ -14,6 +14,9 @@ import {
 import { expect } from 'vitest';
 import type { ConformanceOptions, ProcessPeerSpec } from './options.js';
 
+/** Default of `ConformanceOptions.timeoutMs`: the time limit of an ordinary test. */
+export const DEFAULT_TIMEOUT_MS = 30_000;
+
 /** The job type the suite enqueues unless a test says otherwise. */
 export const WORK = 'work';
 
@@ -106,6 +109,8 @@ export class Harness<S extends JobStore = JobStore> {
   readonly rounds: number;
   readonly peerCount: number;
   readonly processCount: number;
+  /** Time limit of an ordinary test (and of the cleanup after each test), in ms. */
+  readonly timeoutMs: number;
   private opened: { store: S; peers: JobStore[] }[] = [];
   private deferred: (() => Promise<void>)[] = [];
 
@@ -113,6 +118,24 @@ export class Harness<S extends JobStore = JobStore> {
     this.rounds = options.rounds ?? 10;
     this.peerCount = options.peers ?? 4;
     this.processCount = options.processes ?? 2;
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  }
+
+  /**
+   * The time limit to give a test that does `weight` times the work of an ordinary one (an
+   * engine run, several seconds of real schedule time). Waits inside such a test stay well
+   * below it, so they fail first, with a message that says what never happened.
+   */
+  timeout(weight = 1): number {
+    return Math.round(this.timeoutMs * weight);
+  }
+
+  /**
+   * The time limit for a test that repeats a race `rounds` times: `timeout(weight)`, scaled up
+   * when `rounds` is above the default 10.
+   */
+  raceTimeout(weight = 1): number {
+    return this.timeout(weight * Math.max(1, this.rounds / 10));
   }
 
   /** True when peers are separate connections (not the store itself). */
@@ -160,6 +183,17 @@ export class Harness<S extends JobStore = JobStore> {
 
   processPeer(store: S): ProcessPeerSpec | null {
     return this.options.processPeer ? this.options.processPeer(store) : null;
+  }
+
+  /**
+   * The child-process spec for a multi-process test, or null after skipping the test (no
+   * `processPeer` option, or a store that is not `multiProcess`).
+   */
+  processPeerOrSkip(store: S, ctx: { skip(note: string): void }): ProcessPeerSpec | null {
+    const spec = this.processPeer(store);
+    if (spec && store.capabilities.multiProcess) return spec;
+    ctx.skip('no processPeer option or the store is not multiProcess');
+    return null;
   }
 
   /** The raw row of `id` read around the store, mapped like a SQL store maps it; null if absent. */

@@ -1,7 +1,10 @@
 /**
  * `@jobs/conformance`: the vitest suite every `JobStore` must pass, one file per invariant
- * group, plus `FlakyJobStore`, a fault-injecting wrapper, and `runScheduleOverlapProcessTest`,
- * a schedule run by engines in two processes.
+ * group, plus `FlakyJobStore`, a fault-injecting wrapper, `runScheduleOverlapProcessTest`,
+ * a schedule run by engines in two processes, and the chaos kit for stores that talk over a
+ * network: `ChaosProxy` (refuse, cut, black-hole, delay), `spawnChaosWorker` (real worker
+ * processes whose runs `liveRuns`/`overlappingRuns` check), `runChaosScenarios` and
+ * `runDeadlineChecks`.
  *
  * @example
  * import { runJobStoreConformance } from '@jobs/conformance';
@@ -20,9 +23,13 @@ import { enqueueGroup } from './groups/enqueue.js';
 import { exclusiveGroup } from './groups/exclusive.js';
 import { failureGroup } from './groups/failure.js';
 import { faultsGroup } from './groups/faults.js';
+import { handlerTransactionGroup } from './groups/handler-transaction.js';
+import { historyGroup } from './groups/history.js';
+import { hostileInputGroup } from './groups/hostile-input.js';
 import { leasesGroup } from './groups/leases.js';
 import { lifecycleGroup } from './groups/lifecycle.js';
 import { notificationsGroup } from './groups/notifications.js';
+import { operatorViewsGroup } from './groups/operator-views.js';
 import { ownershipGroup } from './groups/ownership.js';
 import { recoveryGroup } from './groups/recovery.js';
 import { releaseGroup } from './groups/release.js';
@@ -35,6 +42,35 @@ import { Harness } from './harness.js';
 import { type ConformanceOptions, GROUP_NAMES, type GroupName } from './options.js';
 
 export {
+  type DeadlineCheckOptions,
+  type DeadlineSetup,
+  type DeadlineStoreRequest,
+  runDeadlineChecks,
+} from './chaos/deadline-checks.js';
+export { type ChaosMode, ChaosProxy, type ChaosProxyOptions } from './chaos/proxy.js';
+export {
+  completions,
+  cpuShare,
+  type LiveRun,
+  liveRuns,
+  overlappingRuns,
+} from './chaos/runs.js';
+export {
+  type ChaosScenarioOptions,
+  type ChaosSetup,
+  type ChaosStoreRequest,
+  runChaosScenarios,
+} from './chaos/scenarios.js';
+export {
+  type ChaosCpuSample,
+  type ChaosEngineOptions,
+  type ChaosEvent,
+  ChaosWorker,
+  type ChaosWorkerSpec,
+  type ChaosWorkPlan,
+  spawnChaosWorker,
+} from './chaos/worker.js';
+export {
   type FaultCounts,
   FlakyJobStore,
   type FlakyJobStoreOptions,
@@ -44,6 +80,7 @@ export {
 export {
   acquire,
   acquiredAt,
+  DEFAULT_TIMEOUT_MS,
   enqueueJobs,
   Harness,
   makeNewJob,
@@ -87,7 +124,23 @@ const GROUPS: Record<GroupName, { title: string; define: GroupDefinition }> = {
   },
   clock: { title: 'store clock (12)', define: clockGroup },
   transactions: { title: 'transactional enqueue (13)', define: transactionsGroup },
+  'handler-transaction': {
+    title: "ctx.transaction: a job's effects apply exactly once, fenced by its lease",
+    define: handlerTransactionGroup,
+  },
+  'hostile-input': {
+    title: 'hostile input: kept verbatim or rejected before writing, the same on every store',
+    define: hostileInputGroup,
+  },
   admin: { title: 'admin: get, list, delete, stats', define: adminGroup },
+  history: {
+    title: 'history: finished jobs recorded with their outcome, listed, pruned; bulk actions',
+    define: historyGroup,
+  },
+  'operator-views': {
+    title: 'operator views: queue stats (optional)',
+    define: operatorViewsGroup,
+  },
   schedules: {
     title: 'schedules: upsert, versioned save, due, compare-and-set fire, overlap',
     define: schedulesGroup,
@@ -101,6 +154,9 @@ const GROUPS: Record<GroupName, { title: string; define: GroupDefinition }> = {
 function automaticSkip(group: GroupName, options: ConformanceOptions<JobStore>): string | null {
   if (group === 'transactions' && !options.transaction) {
     return 'no `transaction` hooks given (the store has no transactional enqueue)';
+  }
+  if (group === 'handler-transaction' && !options.handlerTransaction) {
+    return 'no `handlerTransaction` hooks given (the store has no ctx.transaction)';
   }
   if (group === 'notifications' && !options.connectPeer) {
     return 'no `connectPeer` given: wake-ups are checked across connections';
@@ -134,7 +190,7 @@ function validateOptions(options: ConformanceOptions<JobStore>): void {
       );
     }
   }
-  for (const field of ['rounds', 'peers', 'processes'] as const) {
+  for (const field of ['rounds', 'peers', 'processes', 'timeoutMs'] as const) {
     const value = options[field];
     if (value !== undefined && (!Number.isInteger(value) || value < 1)) {
       throw new TypeError(
@@ -162,21 +218,24 @@ export function runJobStoreConformance<S extends JobStore, Tx = unknown>(
   const base = options as unknown as ConformanceOptions<JobStore>;
   validateOptions(base);
   const harness = new Harness<S>(options as unknown as ConformanceOptions<S>);
+  // The suite sets every time limit itself (never vitest's testTimeout/hookTimeout, 5 s by
+  // default): each group gives its tests `timeoutMs`, heavier tests pass a multiple of it.
+  const timeout = harness.timeout();
   describe(`JobStore conformance: ${options.name}`, () => {
     afterEach(async () => {
       await harness.cleanup();
-    });
+    }, timeout);
     for (const group of GROUP_NAMES) {
       const { title, define } = GROUPS[group];
       const reason = options.skip?.[group] ?? automaticSkip(group, base);
       if (reason !== null && reason !== undefined) {
         // The group's tests are still listed, as skipped, under a title that gives the reason.
-        describe.skip(`${group}: ${title} — skipped: ${reason}`, () => {
+        describe.skip(`${group}: ${title} — skipped: ${reason}`, { timeout }, () => {
           define(harness as unknown as Harness);
         });
         continue;
       }
-      describe(`${group}: ${title}`, () => {
+      describe(`${group}: ${title}`, { timeout }, () => {
         define(harness as unknown as Harness);
       });
     }

@@ -2,7 +2,7 @@ import type { JobStore } from '@jobs/core';
 
 /**
  * The invariant groups of the suite, one file each in `src/groups/`. Numbers refer to the
- * invariants in DESIGN.md.
+ * invariants listed in the README.
  */
 export const GROUP_NAMES = [
   'lifecycle',
@@ -22,6 +22,10 @@ export const GROUP_NAMES = [
   'clock',
   'transactions',
   'admin',
+  'operator-views',
+  'hostile-input',
+  'handler-transaction',
+  'history',
   'schedules',
   'schedule-engine',
   'engine',
@@ -63,6 +67,32 @@ export interface TransactionHooks<S extends JobStore = JobStore, Tx = unknown> {
   rollback(tx: Tx): Promise<void>;
 }
 
+/**
+ * Hooks for `ctx.transaction` (`JobStore.completeInTransaction`): the suite writes an "effect"
+ * row through the handler's transaction handle and counts effects around the store, to prove
+ * a job's effects apply exactly once.
+ *
+ * @example
+ * handlerTransaction: {
+ *   setup: (store) => store.pool.query('CREATE TABLE effects (job_id text)'),
+ *   write: (client, jobId) => client.query('INSERT INTO effects VALUES ($1)', [jobId]),
+ *   count: async (store, jobId) => (await store.pool.query('SELECT count(*)::int AS n FROM effects WHERE job_id = $1', [jobId])).rows[0].n,
+ * }
+ */
+export interface HandlerTransactionHooks<S extends JobStore = JobStore> {
+  /** Creates whatever `write` writes to (called once per test, on a fresh store). */
+  setup(store: S): Promise<void>;
+  /** Writes one effect for `jobId` through `tx`, the handle `ctx.transaction` gives handlers. */
+  write(tx: unknown, jobId: string): Promise<void>;
+  /** Committed effects for `jobId`, read around the store. */
+  count(store: S, jobId: string): Promise<number>;
+  /**
+   * The database holds one write transaction at a time (SQLite): two owners' handler
+   * transactions cannot be open at once, so the test that overlaps them is skipped.
+   */
+  singleWriter?: boolean;
+}
+
 export interface ConformanceOptions<S extends JobStore = JobStore, Tx = unknown> {
   /** Shown in the suite's title, e.g. `sqlite`. */
   name: string;
@@ -88,6 +118,8 @@ export interface ConformanceOptions<S extends JobStore = JobStore, Tx = unknown>
   readRaw?: (store: S, id: string) => Promise<Record<string, unknown> | null>;
   /** Open/commit/roll back a transaction for `enqueue(…, { tx })`; without it, `transactions` is skipped. */
   transaction?: TransactionHooks<S, Tx>;
+  /** Effects through `ctx.transaction`; without it, `handler-transaction` is skipped. */
+  handlerTransaction?: HandlerTransactionHooks<S>;
   /** Groups not to run, each with the reason (shown in the test output). */
   skip?: Partial<Record<GroupName, string>>;
   /** Repetitions of each race. Default 10. */
@@ -96,4 +128,13 @@ export interface ConformanceOptions<S extends JobStore = JobStore, Tx = unknown>
   peers?: number;
   /** Child processes in multi-process races (with `processPeer`). Default 2. */
   processes?: number;
+  /**
+   * Time limit, in ms, of one ordinary test and of the cleanup after each test. Default 30 000:
+   * ample for a store that answers each call within 50 ms. The suite passes its time limits to
+   * vitest itself, so the calling vitest config needs no `testTimeout` or `hookTimeout`. Tests
+   * that repeat a race `rounds` times, run engines or wait out one-second schedules get a
+   * multiple of it, and the waits inside a test (for engines to finish their jobs, for racing
+   * peers to drain a pool) are sized from it: for a slower store, raise this one option.
+   */
+  timeoutMs?: number;
 }

@@ -28,6 +28,11 @@ export interface ScheduleOverlapTestOptions<S extends JobStore = JobStore> {
   processPeer: (store: S) => ProcessPeerSpec;
   /** Why the tests cannot run here (no server, no build): they are listed as skipped. */
   skip?: string | null;
+  /**
+   * Time limit of each of the three tests, in ms (they run concurrently, about 10 s each).
+   * Default 60 000. Set here, so the calling vitest config needs no `testTimeout`.
+   */
+  timeoutMs?: number;
 }
 
 interface RunEvent {
@@ -61,6 +66,12 @@ export function runScheduleOverlapProcessTest<S extends JobStore>(
   options: ScheduleOverlapTestOptions<S>,
 ): void {
   const title = `a one-second schedule with a 2.5 s handler on two engine processes (${options.name})`;
+  const timeout = options.timeoutMs ?? 60_000;
+  if (!Number.isInteger(timeout) || timeout < 1) {
+    throw new TypeError(
+      '[@jobs/conformance] runScheduleOverlapProcessTest: timeoutMs must be a positive integer',
+    );
+  }
 
   async function scenario(
     overlap: Overlap,
@@ -88,35 +99,47 @@ export function runScheduleOverlapProcessTest<S extends JobStore>(
   }
 
   const define = (): void => {
-    it.concurrent('overlap skip: never two runs at once, no occurrence twice, busy fires dropped', async () => {
-      const { runs, record } = await scenario('skip');
-      expect(runs.length).toBeGreaterThanOrEqual(2);
-      expectEachOccurrenceOnce(runs);
-      expect(maxConcurrent(runs)).toBe(1);
-      expect(record?.skipped).toBeGreaterThanOrEqual(2);
-    });
+    it.concurrent(
+      'overlap skip: never two runs at once, no occurrence twice, busy fires dropped',
+      async () => {
+        const { runs, record } = await scenario('skip');
+        expect(runs.length).toBeGreaterThanOrEqual(2);
+        expectEachOccurrenceOnce(runs);
+        expect(maxConcurrent(runs)).toBe(1);
+        expect(record?.skipped).toBeGreaterThanOrEqual(2);
+      },
+      timeout,
+    );
 
-    it.concurrent('overlap coalesce: never two runs at once, no occurrence twice, the coalesced run follows at once', async () => {
-      const { runs } = await scenario('coalesce');
-      expect(runs.length).toBeGreaterThanOrEqual(2);
-      expectEachOccurrenceOnce(runs);
-      expect(maxConcurrent(runs)).toBe(1);
-      for (let i = 1; i < runs.length; i++) {
-        const previous = runs[i - 1] as Run;
-        const run = runs[i] as Run;
-        // Fires during the previous run were coalesced into this one, which starts as soon as the
-        // previous run ended: sooner than the schedule's next one-second tick (the engine fires
-        // a pending misfire when an occurrence's job finishes, not on the next poll).
-        expect(run.start - previous.end).toBeLessThan(1_000);
-      }
-    });
+    it.concurrent(
+      'overlap coalesce: never two runs at once, no occurrence twice, the coalesced run follows at once',
+      async () => {
+        const { runs } = await scenario('coalesce');
+        expect(runs.length).toBeGreaterThanOrEqual(2);
+        expectEachOccurrenceOnce(runs);
+        expect(maxConcurrent(runs)).toBe(1);
+        for (let i = 1; i < runs.length; i++) {
+          const previous = runs[i - 1] as Run;
+          const run = runs[i] as Run;
+          // Fires during the previous run were coalesced into this one, which starts as soon as the
+          // previous run ended: sooner than the schedule's next one-second tick (the engine fires
+          // a pending misfire when an occurrence's job finishes, not on the next poll).
+          expect(run.start - previous.end).toBeLessThan(1_000);
+        }
+      },
+      timeout,
+    );
 
-    it.concurrent('overlap allow: runs overlap, still no occurrence twice', async () => {
-      const { runs } = await scenario('allow');
-      expect(runs.length).toBeGreaterThanOrEqual(4);
-      expectEachOccurrenceOnce(runs);
-      expect(maxConcurrent(runs)).toBeGreaterThanOrEqual(2);
-    });
+    it.concurrent(
+      'overlap allow: runs overlap, still no occurrence twice',
+      async () => {
+        const { runs } = await scenario('allow');
+        expect(runs.length).toBeGreaterThanOrEqual(4);
+        expectEachOccurrenceOnce(runs);
+        expect(maxConcurrent(runs)).toBeGreaterThanOrEqual(2);
+      },
+      timeout,
+    );
   };
 
   if (options.skip) describe.skip(`${title} — skipped: ${options.skip}`, define);

@@ -29,6 +29,7 @@ function jobToRow(job: Job): Record<string, unknown> {
     occurrence: job.occurrence,
     shard_index: job.shard?.index ?? null,
     shard_count: job.shard?.count ?? null,
+    meta: job.meta ? JSON.stringify(job.meta) : null,
   };
 }
 

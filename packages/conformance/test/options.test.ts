@@ -30,4 +30,13 @@ describe('runJobStoreConformance options', () => {
     ).toThrow(/createStore/);
     expect(() => runJobStoreConformance({ name: 'x', createStore, rounds: 0 })).toThrow(/rounds/);
   });
+
+  it('rejects a timeoutMs that is not a positive integer', () => {
+    expect(() => runJobStoreConformance({ name: 'x', createStore, timeoutMs: 0 })).toThrow(
+      /timeoutMs must be a positive integer/,
+    );
+    expect(() => runJobStoreConformance({ name: 'x', createStore, timeoutMs: 1.5 })).toThrow(
+      /timeoutMs/,
+    );
+  });
 });

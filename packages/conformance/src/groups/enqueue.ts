@@ -90,6 +90,39 @@ export function enqueueGroup(h: Harness): void {
     await h.expectStored(store, job!.id, expected);
   });
 
+  it('meta headers are stored in the insert and read back as given by every read', async () => {
+    const store = await h.open();
+    const trace = {
+      traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+      tracestate: 'vendor=opaque,other=ü✓',
+    };
+    // Keys and values as the engine accepts them: any printable text, values also empty.
+    const odd = { 'key with spaces': '', 'quote"\\back': 'emoji 😀, "quotes", \\ back' };
+    // One job alone, a batch mixing meta and none, and keyed jobs: each store's insert paths.
+    const [alone] = await enqueueJobs(store, [{ meta: trace }]);
+    const batch = await enqueueJobs(store, [
+      { meta: odd },
+      { meta: null },
+      { key: 'meta-key', meta: { traceparent: trace.traceparent } },
+      {},
+    ]);
+    const [holder] = await enqueueJobs(store, [{ key: 'meta-key', meta: { other: 'ignored' } }]);
+    const expected = [trace, odd, null, { traceparent: trace.traceparent }, null];
+    const jobs = [alone, ...batch];
+    expect(jobs.map((job) => job!.meta)).toEqual(expected);
+    expect(holder!.meta).toEqual({ traceparent: trace.traceparent });
+    for (const [i, job] of jobs.entries()) {
+      await h.expectStored(store, job!.id, { meta: expected[i] as Job['meta'] });
+      expect((await store.getJob(job!.id))!.meta).toEqual(expected[i]);
+    }
+    const listed = await store.listJobs({ limit: 10, offset: 0 });
+    expect(listed.map((job) => job.meta)).toEqual(expected);
+    const acquired = await acquire(store, { limit: 10 });
+    expect(new Map(acquired.map((job) => [job.id, job.meta]))).toEqual(
+      new Map(jobs.map((job, i) => [job!.id, expected[i]])),
+    );
+  });
+
   it('a job due now or in the past is async, a job due later is a timer', async () => {
     const store = await h.open();
     const now = await storeNow(store);
@@ -248,40 +281,48 @@ export function enqueueGroup(h: Harness): void {
     expect(again[0]!.job.id).not.toBe(a!.id);
   });
 
-  it('concurrent batches with overlapping keys in opposite orders both succeed and share the jobs', async () => {
-    const store = await h.open();
-    const peers = await h.peers(store, 2);
-    for (let round = 0; round < h.rounds; round++) {
-      const keys = Array.from({ length: 8 }, (_, i) => `r${round}-k${i}`);
-      const [forward, backward] = await Promise.all([
-        peers[0]!.enqueue(keys.map((key) => makeNewJob({ key }))),
-        peers[1]!.enqueue([...keys].reverse().map((key) => makeNewJob({ key }))),
-      ]);
-      const byKey = new Map(forward!.map((r) => [r.job.key, r.job.id]));
-      for (const r of backward!)
-        expect(r.job.id, `round ${round} key ${r.job.key}`).toBe(byKey.get(r.job.key));
-      expect(
-        [...forward!, ...backward!].filter((r) => r.created),
-        `round ${round}`,
-      ).toHaveLength(keys.length);
-    }
-  });
+  it(
+    'concurrent batches with overlapping keys in opposite orders both succeed and share the jobs',
+    async () => {
+      const store = await h.open();
+      const peers = await h.peers(store, 2);
+      for (let round = 0; round < h.rounds; round++) {
+        const keys = Array.from({ length: 8 }, (_, i) => `r${round}-k${i}`);
+        const [forward, backward] = await Promise.all([
+          peers[0]!.enqueue(keys.map((key) => makeNewJob({ key }))),
+          peers[1]!.enqueue([...keys].reverse().map((key) => makeNewJob({ key }))),
+        ]);
+        const byKey = new Map(forward!.map((r) => [r.job.key, r.job.id]));
+        for (const r of backward!)
+          expect(r.job.id, `round ${round} key ${r.job.key}`).toBe(byKey.get(r.job.key));
+        expect(
+          [...forward!, ...backward!].filter((r) => r.created),
+          `round ${round}`,
+        ).toHaveLength(keys.length);
+      }
+    },
+    h.raceTimeout(),
+  );
 
-  it('concurrent enqueues of one key from several peers create exactly one job', async () => {
-    const store = await h.open();
-    const peers = await h.peers(store);
-    for (let round = 0; round < h.rounds; round++) {
-      const key = `race-${round}`;
-      const results = await Promise.all(
-        peers.map((p, i) => p.enqueue([makeNewJob({ key, payload: { peer: i } })])),
-      );
-      const flat = results.flat();
-      expect(
-        flat.filter((r) => r.created),
-        `round ${round}`,
-      ).toHaveLength(1);
-      expect(new Set(flat.map((r) => r.job.id)).size, `round ${round}`).toBe(1);
-    }
-    expect(await store.listJobs({ limit: 1000, offset: 0 })).toHaveLength(h.rounds);
-  });
+  it(
+    'concurrent enqueues of one key from several peers create exactly one job',
+    async () => {
+      const store = await h.open();
+      const peers = await h.peers(store);
+      for (let round = 0; round < h.rounds; round++) {
+        const key = `race-${round}`;
+        const results = await Promise.all(
+          peers.map((p, i) => p.enqueue([makeNewJob({ key, payload: { peer: i } })])),
+        );
+        const flat = results.flat();
+        expect(
+          flat.filter((r) => r.created),
+          `round ${round}`,
+        ).toHaveLength(1);
+        expect(new Set(flat.map((r) => r.job.id)).size, `round ${round}`).toBe(1);
+      }
+      expect(await store.listJobs({ limit: 1000, offset: 0 })).toHaveLength(h.rounds);
+    },
+    h.raceTimeout(),
+  );
 }

@@ -159,74 +159,82 @@ export function exclusiveGroup(h: Harness): void {
     expect(await acquire(store, { limit: 1 })).toEqual([]);
   });
 
-  it('peers racing for the exclusive jobs of one scope get only its head (many rounds)', async () => {
-    const store = await h.open();
-    const peers = await h.peers(store);
-    for (let round = 0; round < h.rounds; round++) {
+  it(
+    'peers racing for the exclusive jobs of one scope get only its head (many rounds)',
+    async () => {
+      const store = await h.open();
+      const peers = await h.peers(store);
+      for (let round = 0; round < h.rounds; round++) {
+        const jobs = await enqueueJobs(
+          store,
+          Array.from({ length: 3 }, () => ({ scope: `r${round}`, exclusive: true })),
+        );
+        // Each peer asks for one job at once: a store that skips the locked head (SKIP LOCKED)
+        // must not hand out the second job of the scope to another peer. Under contention every
+        // peer may come back empty (they skip each other's locks); then the head goes next.
+        const got = (
+          await Promise.all(peers.map((p, i) => acquire(p, { owner: `peer-${i}`, limit: 1 })))
+        ).flat();
+        expect(got.length, `round ${round}: ${ids(got)}`).toBeLessThanOrEqual(1);
+        const head = got.length > 0 ? got : await acquire(store, { owner: 'after', limit: 1 });
+        expect(ids(head), `round ${round}`).toEqual([jobs[0]!.id]);
+        expect(await acquire(store, { owner: 'after' }), `round ${round}`).toEqual([]);
+      }
+    },
+    h.raceTimeout(),
+  );
+
+  it(
+    'racing peers never hold two exclusive jobs of one scope at once, and each scope runs in order',
+    async () => {
+      const store = await h.open();
+      const peers = await h.peers(store);
+      const scopes = ['s0', 's1', 's2'];
+      const perScope = Math.max(4, h.rounds);
       const jobs = await enqueueJobs(
         store,
-        Array.from({ length: 3 }, () => ({ scope: `r${round}`, exclusive: true })),
+        Array.from({ length: perScope * scopes.length }, (_, i) => ({
+          scope: scopes[i % scopes.length]!,
+          exclusive: true,
+          payload: { scope: scopes[i % scopes.length]!, n: Math.floor(i / scopes.length) },
+        })),
       );
-      // Each peer asks for one job at once: a store that skips the locked head (SKIP LOCKED)
-      // must not hand out the second job of the scope to another peer. Under contention every
-      // peer may come back empty (they skip each other's locks); then the head goes next.
-      const got = (
-        await Promise.all(peers.map((p, i) => acquire(p, { owner: `peer-${i}`, limit: 1 })))
-      ).flat();
-      expect(got.length, `round ${round}: ${ids(got)}`).toBeLessThanOrEqual(1);
-      const head = got.length > 0 ? got : await acquire(store, { owner: 'after', limit: 1 });
-      expect(ids(head), `round ${round}`).toEqual([jobs[0]!.id]);
-      expect(await acquire(store, { owner: 'after' }), `round ${round}`).toEqual([]);
-    }
-  });
-
-  it('racing peers never hold two exclusive jobs of one scope at once, and each scope runs in order', async () => {
-    const store = await h.open();
-    const peers = await h.peers(store);
-    const scopes = ['s0', 's1', 's2'];
-    const perScope = Math.max(4, h.rounds);
-    const jobs = await enqueueJobs(
-      store,
-      Array.from({ length: perScope * scopes.length }, (_, i) => ({
-        scope: scopes[i % scopes.length]!,
-        exclusive: true,
-        payload: { scope: scopes[i % scopes.length]!, n: Math.floor(i / scopes.length) },
-      })),
-    );
-    const holding = new Map<string, string>(); // scope → id held
-    const violations: string[] = [];
-    const started = new Map<string, number[]>();
-    let done = 0;
-    const deadline = Date.now() + 30_000;
-    await Promise.all(
-      peers.map(async (peer, i) => {
-        while (done < jobs.length && Date.now() < deadline) {
-          const got = await acquire(peer, { owner: `peer-${i}`, limit: 3, leaseMs: 60_000 });
-          for (const job of got) {
-            const scope = job.scope!;
-            const other = holding.get(scope);
-            if (other !== undefined) violations.push(`${scope}: ${job.id} while ${other}`);
-            holding.set(scope, job.id);
-            started.set(scope, [...(started.get(scope) ?? []), (job.payload as { n: number }).n]);
+      const holding = new Map<string, string>(); // scope → id held
+      const violations: string[] = [];
+      const started = new Map<string, number[]>();
+      let done = 0;
+      const deadline = Date.now() + h.raceTimeout() * 0.75;
+      await Promise.all(
+        peers.map(async (peer, i) => {
+          while (done < jobs.length && Date.now() < deadline) {
+            const got = await acquire(peer, { owner: `peer-${i}`, limit: 3, leaseMs: 60_000 });
+            for (const job of got) {
+              const scope = job.scope!;
+              const other = holding.get(scope);
+              if (other !== undefined) violations.push(`${scope}: ${job.id} while ${other}`);
+              holding.set(scope, job.id);
+              started.set(scope, [...(started.get(scope) ?? []), (job.payload as { n: number }).n]);
+            }
+            if (got.length === 0) {
+              await sleep(1);
+              continue;
+            }
+            await sleep(1 + (i % 3));
+            // Forget the hold before completing: the next job of the scope can only be acquired
+            // after complete has taken effect, which is after this line.
+            for (const job of got) holding.delete(job.scope!);
+            const { lost } = await peer.complete(got.map(refOf));
+            expect(lost).toEqual([]);
+            done += got.length;
           }
-          if (got.length === 0) {
-            await sleep(1);
-            continue;
-          }
-          await sleep(1 + (i % 3));
-          // Forget the hold before completing: the next job of the scope can only be acquired
-          // after complete has taken effect, which is after this line.
-          for (const job of got) holding.delete(job.scope!);
-          const { lost } = await peer.complete(got.map(refOf));
-          expect(lost).toEqual([]);
-          done += got.length;
-        }
-      }),
-    );
-    expect(violations).toEqual([]);
-    expect(done).toBe(jobs.length);
-    for (const scope of scopes) {
-      expect(started.get(scope), scope).toEqual(Array.from({ length: perScope }, (_, n) => n));
-    }
-  });
+        }),
+      );
+      expect(violations).toEqual([]);
+      expect(done).toBe(jobs.length);
+      for (const scope of scopes) {
+        expect(started.get(scope), scope).toEqual(Array.from({ length: perScope }, (_, n) => n));
+      }
+    },
+    h.raceTimeout(),
+  );
 }

@@ -1,5 +1,33 @@
+import type { JobStore } from '@jobs/core';
 import { expect, it } from 'vitest';
-import { enqueueJobs, type Harness, sleep, waitFor } from '../harness.js';
+import { enqueueJobs, type Harness, waitFor } from '../harness.js';
+
+/**
+ * Enqueues a job on `store` until `woken()` says the subscribers saw it. A listener that
+ * connects asynchronously (LISTEN, a file watcher) may miss what is enqueued before it is
+ * ready, and how long that takes depends on the link, so the suite enqueues again every 100 ms
+ * instead of guessing a fixed head start.
+ */
+async function enqueueUntilWoken(
+  h: Harness,
+  store: JobStore,
+  what: string,
+  woken: () => boolean,
+): Promise<void> {
+  let lastEnqueue = Number.NEGATIVE_INFINITY;
+  await waitFor(
+    what,
+    async () => {
+      if (woken()) return true;
+      if (Date.now() - lastEnqueue >= 100) {
+        lastEnqueue = Date.now();
+        await enqueueJobs(store, [{}]);
+      }
+      return woken();
+    },
+    h.timeoutMs / 3,
+  );
+}
 
 /**
  * `subscribe` (stores with `capabilities.notifications`): engines on other connections wake up
@@ -16,10 +44,7 @@ export function notificationsGroup(h: Harness): void {
       wakeUps += 1;
     });
     try {
-      // Give a listener that connects asynchronously (LISTEN, a file watcher) time to be ready.
-      await sleep(100);
-      await enqueueJobs(store, [{}]);
-      await waitFor('a wake-up', async () => wakeUps > 0, 10_000);
+      await enqueueUntilWoken(h, store, 'a wake-up', () => wakeUps > 0);
     } finally {
       unsubscribe();
     }
@@ -41,9 +66,12 @@ export function notificationsGroup(h: Harness): void {
     });
     offGone();
     try {
-      await sleep(100);
-      await enqueueJobs(store, [{}]);
-      await waitFor('both subscribers to wake', async () => counts.a > 0 && counts.b > 0, 10_000);
+      await enqueueUntilWoken(
+        h,
+        store,
+        'both subscribers to wake',
+        () => counts.a > 0 && counts.b > 0,
+      );
       expect(counts.gone).toBe(0);
     } finally {
       offA();

@@ -52,67 +52,77 @@ function expectEachOnce(got: readonly string[], expected: readonly string[], lab
 
 /** Invariant 1: concurrent acquirers on separate connections never both hold a job. */
 export function ownershipGroup(h: Harness): void {
-  it('acquire never hands the same job to two owners (peers racing over a shared pool, many rounds)', async () => {
-    const store = await h.open();
-    const peers = await h.peers(store);
-    for (let round = 0; round < h.rounds; round++) {
-      const random = prng(round + 1);
-      const pool = await enqueueJobs(
-        store,
-        Array.from({ length: POOL }, (_, i) => ({ priority: i % 3, payload: { round, i } })),
-      );
-      const seen = { total: 0, pool: POOL };
-      const deadline = Date.now() + 20_000;
-      const results = await Promise.all(
-        peers.map((peer, i) => drain(peer, `peer-${i}`, seen, deadline, random)),
-      );
-      const got = results.flat();
-      expectEachOnce(
-        got.map((j) => j.id),
-        pool.map((j) => j.id),
-        `round ${round}`,
-      );
-      // Each holder's token is what the store has.
-      for (const job of got.slice(0, 5)) {
-        expect((await store.getJob(job.id))?.lockToken, `round ${round}`).toBe(job.lockToken);
-      }
-      await store.complete(got.map((j) => ({ id: j.id, token: j.lockToken! })));
-    }
-    expect(await store.listJobs({ limit: 10, offset: 0 })).toEqual([]);
-  });
-
-  it('acquire never hands the same job to two owners while the pool is being filled', async () => {
-    const store = await h.open();
-    const peers = await h.peers(store);
-    const [writer, ...acquirers] = peers.length > 1 ? peers : [store, store];
-    for (let round = 0; round < Math.max(1, Math.floor(h.rounds / 2)); round++) {
-      const random = prng(1000 + round);
-      const seen = { total: 0, pool: POOL };
-      const deadline = Date.now() + 20_000;
-      const enqueued: Job[] = [];
-      const filling = (async () => {
-        for (let i = 0; i < POOL; i += 10) {
-          enqueued.push(
-            ...(await enqueueJobs(
-              writer!,
-              Array.from({ length: 10 }, () => ({})),
-            )),
-          );
+  it(
+    'acquire never hands the same job to two owners (peers racing over a shared pool, many rounds)',
+    async () => {
+      const store = await h.open();
+      const peers = await h.peers(store);
+      // One deadline for all rounds, inside the test's time limit: a round that never drains its
+      // pool fails on the ids handed out, not on vitest's timeout.
+      const deadline = Date.now() + h.raceTimeout(2) * 0.75;
+      for (let round = 0; round < h.rounds; round++) {
+        const random = prng(round + 1);
+        const pool = await enqueueJobs(
+          store,
+          Array.from({ length: POOL }, (_, i) => ({ priority: i % 3, payload: { round, i } })),
+        );
+        const seen = { total: 0, pool: POOL };
+        const results = await Promise.all(
+          peers.map((peer, i) => drain(peer, `peer-${i}`, seen, deadline, random)),
+        );
+        const got = results.flat();
+        expectEachOnce(
+          got.map((j) => j.id),
+          pool.map((j) => j.id),
+          `round ${round}`,
+        );
+        // Each holder's token is what the store has.
+        for (const job of got.slice(0, 5)) {
+          expect((await store.getJob(job.id))?.lockToken, `round ${round}`).toBe(job.lockToken);
         }
-      })();
-      const results = await Promise.all(
-        acquirers.map((peer, i) => drain(peer, `peer-${i}`, seen, deadline, random)),
-      );
-      await filling;
-      const got = results.flat();
-      expectEachOnce(
-        got.map((j) => j.id),
-        enqueued.map((j) => j.id),
-        `round ${round}`,
-      );
-      await store.complete(got.map((j) => ({ id: j.id, token: j.lockToken! })));
-    }
-  });
+        await store.complete(got.map((j) => ({ id: j.id, token: j.lockToken! })));
+      }
+      expect(await store.listJobs({ limit: 10, offset: 0 })).toEqual([]);
+    },
+    h.raceTimeout(2),
+  );
+
+  it(
+    'acquire never hands the same job to two owners while the pool is being filled',
+    async () => {
+      const store = await h.open();
+      const peers = await h.peers(store);
+      const [writer, ...acquirers] = peers.length > 1 ? peers : [store, store];
+      const deadline = Date.now() + h.raceTimeout() * 0.75;
+      for (let round = 0; round < Math.max(1, Math.floor(h.rounds / 2)); round++) {
+        const random = prng(1000 + round);
+        const seen = { total: 0, pool: POOL };
+        const enqueued: Job[] = [];
+        const filling = (async () => {
+          for (let i = 0; i < POOL; i += 10) {
+            enqueued.push(
+              ...(await enqueueJobs(
+                writer!,
+                Array.from({ length: 10 }, () => ({})),
+              )),
+            );
+          }
+        })();
+        const results = await Promise.all(
+          acquirers.map((peer, i) => drain(peer, `peer-${i}`, seen, deadline, random)),
+        );
+        await filling;
+        const got = results.flat();
+        expectEachOnce(
+          got.map((j) => j.id),
+          enqueued.map((j) => j.id),
+          `round ${round}`,
+        );
+        await store.complete(got.map((j) => ({ id: j.id, token: j.lockToken! })));
+      }
+    },
+    h.raceTimeout(),
+  );
 
   it('peers acquiring and settling at once (complete, fail, release) never error and finish every job once', async () => {
     const store = await h.open();
@@ -122,7 +132,7 @@ export function ownershipGroup(h: Harness): void {
       Array.from({ length: POOL * 2 }, (_, i) => ({ priority: i % 4, retries: 1 })),
     );
     const completed = new Map<string, number>();
-    const deadline = Date.now() + 30_000;
+    const deadline = Date.now() + h.timeout() * 0.75;
     await Promise.all(
       peers.map(async (peer, i) => {
         const random = prng(500 + i);
@@ -203,66 +213,67 @@ export function ownershipGroup(h: Harness): void {
     expect(completed.size + left.length).toBe(pool.length);
   });
 
-  it('acquire never hands the same job to two owners across processes', async (ctx) => {
-    const store = await h.open();
-    const spec = h.processPeer(store);
-    if (!spec || !store.capabilities.multiProcess) {
-      ctx.skip('no processPeer option or the store is not multiProcess');
-      return;
-    }
-    const peers = await h.peers(store, 2);
-    const rounds = Math.max(1, Math.floor(h.rounds / 5));
-    for (let round = 0; round < rounds; round++) {
-      const pool = await enqueueJobs(
-        store,
-        Array.from({ length: POOL * 2 }, () => ({})),
-      );
-      const children = Array.from({ length: h.processCount }, (_, i) =>
-        spawnAcquirePeer(spec, {
-          owner: `process-${round}-${i}`,
-          types: [WORK],
-          limit: 5,
-          leaseMs: 60_000,
-          idlePolls: 3,
-        }),
-      );
-      await Promise.all(children.map((c) => c.ready));
-      for (const child of children) child.go();
-      const seen = { total: 0, pool: Number.POSITIVE_INFINITY };
-      // In-process peers race the children until the pool looks empty to them.
-      const random = prng(round + 7);
-      const local = await Promise.all(
-        peers.map(async (peer, i) => {
-          const got: Job[] = [];
-          let idle = 0;
-          while (idle < 5) {
-            const jobs = await acquire(peer, {
-              owner: `local-${i}`,
-              limit: 1 + Math.floor(random() * 5),
-              leaseMs: 60_000,
-            });
-            seen.total += jobs.length;
-            got.push(...jobs);
-            idle = jobs.length === 0 ? idle + 1 : 0;
-            if (jobs.length === 0) await sleep(5);
-          }
-          return got;
-        }),
-      );
-      const remote = await Promise.all(children.map((c) => c.result));
-      const leftover = await acquire(store, { owner: 'drain', limit: 1000, leaseMs: 60_000 });
-      const ids = [
-        ...local.flat().map((j) => j.id),
-        ...remote.flat(),
-        ...leftover.map((j) => j.id),
-      ];
-      expectEachOnce(
-        ids,
-        pool.map((j) => j.id),
-        `round ${round}`,
-      );
-      for (const job of await store.listJobs({ limit: 1000, offset: 0 }))
-        await store.deleteJob(job.id);
-    }
-  });
+  it(
+    'acquire never hands the same job to two owners across processes',
+    async (ctx) => {
+      const store = await h.open();
+      const spec = h.processPeerOrSkip(store, ctx);
+      if (!spec) return;
+      const peers = await h.peers(store, 2);
+      const rounds = Math.max(1, Math.floor(h.rounds / 5));
+      for (let round = 0; round < rounds; round++) {
+        const pool = await enqueueJobs(
+          store,
+          Array.from({ length: POOL * 2 }, () => ({})),
+        );
+        const children = Array.from({ length: h.processCount }, (_, i) =>
+          spawnAcquirePeer(spec, {
+            owner: `process-${round}-${i}`,
+            types: [WORK],
+            limit: 5,
+            leaseMs: 60_000,
+            idlePolls: 3,
+          }),
+        );
+        await Promise.all(children.map((c) => c.ready));
+        for (const child of children) child.go();
+        const seen = { total: 0, pool: Number.POSITIVE_INFINITY };
+        // In-process peers race the children until the pool looks empty to them.
+        const random = prng(round + 7);
+        const local = await Promise.all(
+          peers.map(async (peer, i) => {
+            const got: Job[] = [];
+            let idle = 0;
+            while (idle < 5) {
+              const jobs = await acquire(peer, {
+                owner: `local-${i}`,
+                limit: 1 + Math.floor(random() * 5),
+                leaseMs: 60_000,
+              });
+              seen.total += jobs.length;
+              got.push(...jobs);
+              idle = jobs.length === 0 ? idle + 1 : 0;
+              if (jobs.length === 0) await sleep(5);
+            }
+            return got;
+          }),
+        );
+        const remote = await Promise.all(children.map((c) => c.result));
+        const leftover = await acquire(store, { owner: 'drain', limit: 1000, leaseMs: 60_000 });
+        const ids = [
+          ...local.flat().map((j) => j.id),
+          ...remote.flat(),
+          ...leftover.map((j) => j.id),
+        ];
+        expectEachOnce(
+          ids,
+          pool.map((j) => j.id),
+          `round ${round}`,
+        );
+        for (const job of await store.listJobs({ limit: 1000, offset: 0 }))
+          await store.deleteJob(job.id);
+      }
+    },
+    h.raceTimeout(2),
+  );
 }

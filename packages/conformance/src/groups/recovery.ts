@@ -79,67 +79,79 @@ export function recoveryGroup(h: Harness): void {
     expect(new Set([...first.requeued, ...rest.requeued]).size).toBe(5);
   });
 
-  it('peers recovering the same expired leases at once recover each job once', async () => {
-    const store = await h.open();
-    const peers = await h.peers(store);
-    for (let round = 0; round < Math.min(h.rounds, 5); round++) {
-      const jobs = await enqueueJobs(
-        store,
-        Array.from({ length: 20 }, () => ({})),
-      );
-      await acquire(store, { leaseMs: 30 });
-      await sleep(60);
-      const results = await Promise.all(peers.map((p) => p.recoverExpiredLeases(100)));
-      const requeued = results.flatMap((r) => r.requeued);
-      expect(requeued.sort(), `round ${round}`).toEqual(jobs.map((j) => j.id).sort());
-      for (const job of jobs) await store.deleteJob(job.id);
-    }
-  });
+  it(
+    'peers recovering the same expired leases at once recover each job once',
+    async () => {
+      const store = await h.open();
+      const peers = await h.peers(store);
+      for (let round = 0; round < Math.min(h.rounds, 5); round++) {
+        const jobs = await enqueueJobs(
+          store,
+          Array.from({ length: 20 }, () => ({})),
+        );
+        await acquire(store, { leaseMs: 30 });
+        await sleep(60);
+        const results = await Promise.all(peers.map((p) => p.recoverExpiredLeases(100)));
+        const requeued = results.flatMap((r) => r.requeued);
+        expect(requeued.sort(), `round ${round}`).toEqual(jobs.map((j) => j.id).sort());
+        for (const job of jobs) await store.deleteJob(job.id);
+      }
+    },
+    h.raceTimeout(),
+  );
 
-  it('renew racing recovery of a just-expired lease: exactly one of them wins', async () => {
-    const store = await h.open();
-    const [peer] = await h.peers(store, 1);
-    const counts = { renewed: 0, recovered: 0 };
-    for (let round = 0; round < h.rounds; round++) {
-      const [job] = await enqueueJobs(store, [{}]);
-      const [held] = await acquire(store, { leaseMs: 20, owner: 'me' });
-      await sleep(30);
-      const [renew, recover] = await Promise.all([
-        store.renewLeases('me', 60_000, [refOf(held!)]),
-        peer!.recoverExpiredLeases(10),
-      ]);
-      const renewed = renew.lost.length === 0;
-      const recovered = recover.requeued.includes(job!.id);
-      expect(
-        renewed !== recovered,
-        `round ${round}: renewed=${renewed} recovered=${recovered}`,
-      ).toBe(true);
-      const stored = await store.getJob(job!.id);
-      expect(stored!.state).toBe(renewed ? 'running' : 'async');
-      counts[renewed ? 'renewed' : 'recovered'] += 1;
-      await store.deleteJob(job!.id);
-    }
-    expect(counts.renewed + counts.recovered).toBe(h.rounds);
-  });
+  it(
+    'renew racing recovery of a just-expired lease: exactly one of them wins',
+    async () => {
+      const store = await h.open();
+      const [peer] = await h.peers(store, 1);
+      const counts = { renewed: 0, recovered: 0 };
+      for (let round = 0; round < h.rounds; round++) {
+        const [job] = await enqueueJobs(store, [{}]);
+        const [held] = await acquire(store, { leaseMs: 20, owner: 'me' });
+        await sleep(30);
+        const [renew, recover] = await Promise.all([
+          store.renewLeases('me', 60_000, [refOf(held!)]),
+          peer!.recoverExpiredLeases(10),
+        ]);
+        const renewed = renew.lost.length === 0;
+        const recovered = recover.requeued.includes(job!.id);
+        expect(
+          renewed !== recovered,
+          `round ${round}: renewed=${renewed} recovered=${recovered}`,
+        ).toBe(true);
+        const stored = await store.getJob(job!.id);
+        expect(stored!.state).toBe(renewed ? 'running' : 'async');
+        counts[renewed ? 'renewed' : 'recovered'] += 1;
+        await store.deleteJob(job!.id);
+      }
+      expect(counts.renewed + counts.recovered).toBe(h.rounds);
+    },
+    h.raceTimeout(),
+  );
 
-  it('complete racing recovery of a just-expired lease: the job is either deleted or requeued, never both', async () => {
-    const store = await h.open();
-    const [peer] = await h.peers(store, 1);
-    for (let round = 0; round < h.rounds; round++) {
-      const [job] = await enqueueJobs(store, [{}]);
-      const [held] = await acquire(store, { leaseMs: 20 });
-      await sleep(30);
-      const [complete, recover] = await Promise.all([
-        store.complete([refOf(held!)]),
-        peer!.recoverExpiredLeases(10),
-      ]);
-      const completed = complete.lost.length === 0;
-      const recovered = recover.requeued.includes(job!.id);
-      expect(completed !== recovered, `round ${round}`).toBe(true);
-      const stored = await store.getJob(job!.id);
-      if (completed) expect(stored).toBeNull();
-      else expect(stored?.state).toBe('async');
-      if (stored) await store.deleteJob(job!.id);
-    }
-  });
+  it(
+    'complete racing recovery of a just-expired lease: the job is either deleted or requeued, never both',
+    async () => {
+      const store = await h.open();
+      const [peer] = await h.peers(store, 1);
+      for (let round = 0; round < h.rounds; round++) {
+        const [job] = await enqueueJobs(store, [{}]);
+        const [held] = await acquire(store, { leaseMs: 20 });
+        await sleep(30);
+        const [complete, recover] = await Promise.all([
+          store.complete([refOf(held!)]),
+          peer!.recoverExpiredLeases(10),
+        ]);
+        const completed = complete.lost.length === 0;
+        const recovered = recover.requeued.includes(job!.id);
+        expect(completed !== recovered, `round ${round}`).toBe(true);
+        const stored = await store.getJob(job!.id);
+        if (completed) expect(stored).toBeNull();
+        else expect(stored?.state).toBe('async');
+        if (stored) await store.deleteJob(job!.id);
+      }
+    },
+    h.raceTimeout(),
+  );
 }

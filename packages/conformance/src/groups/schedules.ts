@@ -379,123 +379,136 @@ export function schedulesGroup(h: Harness): void {
     expect(await store.listJobs({ limit: 10, offset: 0 })).toHaveLength(1);
   });
 
-  it('peers saving the same new schedule at once all succeed and leave one schedule', async () => {
-    const store = await h.open();
-    const peers = await h.peers(store);
-    for (let round = 0; round < Math.min(h.rounds, 5); round++) {
-      const name = `race-${round}`;
-      const records = await Promise.all(
-        peers.map((peer, i) =>
-          peer.saveSchedule({
-            name,
-            spec: { peer: i },
-            nextAt: new Date(Date.UTC(2030, 0, 1)),
-            resetProgress: false,
-          }),
-        ),
-      );
-      const versions = records.map((r) => r!.version).sort((a, b) => a - b);
-      expect(versions, `round ${round}`).toEqual(
-        Array.from({ length: peers.length }, (_, i) => i + 1),
-      );
-    }
-    expect((await store.listSchedules()).length).toBe(Math.min(h.rounds, 5));
-  });
-
-  it('peers firing the same version at once: exactly one fires, the others conflict (many rounds)', async () => {
-    const store = await h.open();
-    const peers = await h.peers(store);
-    let version = (await saved(store, 's', new Date(Date.UTC(2026, 0, 1)))).version;
-    for (let round = 0; round < h.rounds; round++) {
-      const occurrence = new Date(Date.UTC(2026, 0, 1, 0, round));
-      const results = await Promise.all(
-        peers.map((peer, i) =>
-          peer.fireSchedule(
-            fireOf('s', version, {
-              nextAt: new Date(occurrence.getTime() + 60_000),
-              jobs: [0, 1].map((index) =>
-                makeNewJob({
-                  type: 'tick',
-                  schedule: 's',
-                  occurrence,
-                  payload: { peer: i },
-                  shard: { index, count: 2 },
-                }),
-              ),
+  it(
+    'peers saving the same new schedule at once all succeed and leave one schedule',
+    async () => {
+      const store = await h.open();
+      const peers = await h.peers(store);
+      for (let round = 0; round < Math.min(h.rounds, 5); round++) {
+        const name = `race-${round}`;
+        const records = await Promise.all(
+          peers.map((peer, i) =>
+            peer.saveSchedule({
+              name,
+              spec: { peer: i },
+              nextAt: new Date(Date.UTC(2030, 0, 1)),
+              resetProgress: false,
             }),
           ),
-        ),
-      );
-      const statuses = results.map((r) => r.status);
-      expect(
-        statuses.filter((st) => st === 'fired'),
-        `round ${round}: ${statuses}`,
-      ).toHaveLength(1);
-      expect(
-        statuses.filter((st) => st === 'conflict'),
-        `round ${round}`,
-      ).toHaveLength(peers.length - 1);
-      version += 1;
-    }
-    const jobs = await store.listJobs({ limit: 1000, offset: 0 });
-    expect(jobs).toHaveLength(h.rounds * 2);
-    const occurrences = new Set(jobs.map((j) => j.occurrence!.getTime()));
-    expect(occurrences.size).toBe(h.rounds);
-    expect(await store.getSchedule('s')).toMatchObject({ fired: h.rounds, version });
-  });
-
-  it('a save with the version a racing fire also read never moves nextAt back behind the fired occurrence (many rounds)', async () => {
-    const store = await h.open();
-    const [firer, definer] = (await h.peers(store, 2)) as [JobStore, JobStore];
-    const minute = 60_000;
-    const start = Date.UTC(2026, 0, 1);
-    await saved(store, 's', new Date(start));
-    let fires = 0;
-    for (let round = 0; round < h.rounds; round++) {
-      // Both read the same version: the firer moves nextAt on by a minute, the definer keeps the
-      // trigger (new spec, same nextAt). Exactly one may win.
-      const read = (await store.getSchedule('s'))!;
-      const occurrence = read.nextAt!;
-      const fire = () =>
-        firer.fireSchedule(
-          fireOf('s', read.version, {
-            nextAt: new Date(occurrence.getTime() + minute),
-            jobs: [makeNewJob({ type: 'tick', schedule: 's', occurrence })],
-          }),
         );
-      const save = () =>
-        definer.saveSchedule({
-          name: 's',
-          spec: { every: 'PT1M', type: 'tick', round },
-          nextAt: occurrence,
-          resetProgress: false,
-          expectedVersion: read.version,
-        });
-      // Alternate which call starts first and stagger the other by 0–4 ms, so that on every
-      // store either may reach it first (a one-statement save outruns a fire transaction).
-      const lag = round % 5;
-      const [fired, stored] = await Promise.all(
-        round % 2 === 0
-          ? ([fire(), sleep(lag).then(save)] as const)
-          : ([sleep(lag).then(fire), save()] as const),
-      );
-      const after = (await store.getSchedule('s'))!;
-      if (fired.status === 'fired') {
-        fires += 1;
-        expect(after.nextAt!.getTime(), `round ${round}: nextAt behind the fired occurrence`).toBe(
-          occurrence.getTime() + minute,
+        const versions = records.map((r) => r!.version).sort((a, b) => a - b);
+        expect(versions, `round ${round}`).toEqual(
+          Array.from({ length: peers.length }, (_, i) => i + 1),
         );
-        expect(stored, `round ${round}: the save with the stale version must fail`).toBeNull();
-      } else {
-        expect(fired.status, `round ${round}`).toBe('conflict');
-        expect(stored, `round ${round}: one of the two must win`).not.toBeNull();
-        expect(after.nextAt, `round ${round}`).toEqual(occurrence);
       }
-      expect(after.version, `round ${round}: exactly one write`).toBe(read.version + 1);
-    }
-    const final = (await store.getSchedule('s'))!;
-    expect(final.nextAt!.getTime()).toBe(start + fires * minute);
-    expect(final.fired).toBe(fires);
-    expect(await store.listJobs({ limit: 1000, offset: 0, schedule: 's' })).toHaveLength(fires);
-  });
+      expect((await store.listSchedules()).length).toBe(Math.min(h.rounds, 5));
+    },
+    h.raceTimeout(),
+  );
+
+  it(
+    'peers firing the same version at once: exactly one fires, the others conflict (many rounds)',
+    async () => {
+      const store = await h.open();
+      const peers = await h.peers(store);
+      let version = (await saved(store, 's', new Date(Date.UTC(2026, 0, 1)))).version;
+      for (let round = 0; round < h.rounds; round++) {
+        const occurrence = new Date(Date.UTC(2026, 0, 1, 0, round));
+        const results = await Promise.all(
+          peers.map((peer, i) =>
+            peer.fireSchedule(
+              fireOf('s', version, {
+                nextAt: new Date(occurrence.getTime() + 60_000),
+                jobs: [0, 1].map((index) =>
+                  makeNewJob({
+                    type: 'tick',
+                    schedule: 's',
+                    occurrence,
+                    payload: { peer: i },
+                    shard: { index, count: 2 },
+                  }),
+                ),
+              }),
+            ),
+          ),
+        );
+        const statuses = results.map((r) => r.status);
+        expect(
+          statuses.filter((st) => st === 'fired'),
+          `round ${round}: ${statuses}`,
+        ).toHaveLength(1);
+        expect(
+          statuses.filter((st) => st === 'conflict'),
+          `round ${round}`,
+        ).toHaveLength(peers.length - 1);
+        version += 1;
+      }
+      const jobs = await store.listJobs({ limit: 1000, offset: 0 });
+      expect(jobs).toHaveLength(h.rounds * 2);
+      const occurrences = new Set(jobs.map((j) => j.occurrence!.getTime()));
+      expect(occurrences.size).toBe(h.rounds);
+      expect(await store.getSchedule('s')).toMatchObject({ fired: h.rounds, version });
+    },
+    h.raceTimeout(),
+  );
+
+  it(
+    'a save with the version a racing fire also read never moves nextAt back behind the fired occurrence (many rounds)',
+    async () => {
+      const store = await h.open();
+      const [firer, definer] = (await h.peers(store, 2)) as [JobStore, JobStore];
+      const minute = 60_000;
+      const start = Date.UTC(2026, 0, 1);
+      await saved(store, 's', new Date(start));
+      let fires = 0;
+      for (let round = 0; round < h.rounds; round++) {
+        // Both read the same version: the firer moves nextAt on by a minute, the definer keeps the
+        // trigger (new spec, same nextAt). Exactly one may win.
+        const read = (await store.getSchedule('s'))!;
+        const occurrence = read.nextAt!;
+        const fire = () =>
+          firer.fireSchedule(
+            fireOf('s', read.version, {
+              nextAt: new Date(occurrence.getTime() + minute),
+              jobs: [makeNewJob({ type: 'tick', schedule: 's', occurrence })],
+            }),
+          );
+        const save = () =>
+          definer.saveSchedule({
+            name: 's',
+            spec: { every: 'PT1M', type: 'tick', round },
+            nextAt: occurrence,
+            resetProgress: false,
+            expectedVersion: read.version,
+          });
+        // Alternate which call starts first and stagger the other by 0–4 ms, so that on every
+        // store either may reach it first (a one-statement save outruns a fire transaction).
+        const lag = round % 5;
+        const [fired, stored] = await Promise.all(
+          round % 2 === 0
+            ? ([fire(), sleep(lag).then(save)] as const)
+            : ([sleep(lag).then(fire), save()] as const),
+        );
+        const after = (await store.getSchedule('s'))!;
+        if (fired.status === 'fired') {
+          fires += 1;
+          expect(
+            after.nextAt!.getTime(),
+            `round ${round}: nextAt behind the fired occurrence`,
+          ).toBe(occurrence.getTime() + minute);
+          expect(stored, `round ${round}: the save with the stale version must fail`).toBeNull();
+        } else {
+          expect(fired.status, `round ${round}`).toBe('conflict');
+          expect(stored, `round ${round}: one of the two must win`).not.toBeNull();
+          expect(after.nextAt, `round ${round}`).toEqual(occurrence);
+        }
+        expect(after.version, `round ${round}: exactly one write`).toBe(read.version + 1);
+      }
+      const final = (await store.getSchedule('s'))!;
+      expect(final.nextAt!.getTime()).toBe(start + fires * minute);
+      expect(final.fired).toBe(fires);
+      expect(await store.listJobs({ limit: 1000, offset: 0, schedule: 's' })).toHaveLength(fires);
+    },
+    h.raceTimeout(),
+  );
 }

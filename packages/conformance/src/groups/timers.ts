@@ -42,30 +42,34 @@ export function timersGroup(h: Harness): void {
     expect(polls.flat()).toHaveLength(1);
   });
 
-  it('a due timer is acquired exactly once by peers polling for it', async () => {
-    const store = await h.open();
-    const peers = await h.peers(store);
-    for (let round = 0; round < Math.min(h.rounds, 5); round++) {
-      const [timer] = await enqueueJobs(store, [{ delayMs: 100 }]);
-      const winners: Job[] = [];
-      const due = timer!.dueAt.getTime();
-      await Promise.all(
-        peers.map(async (peer, i) => {
-          while ((await storeNow(peer)) < due + 50) {
-            const got = await acquire(peer, { owner: `peer-${i}`, leaseMs: LEASE });
-            winners.push(...got);
-            await sleep(2);
-          }
-          winners.push(...(await acquire(peer, { owner: `peer-${i}`, leaseMs: LEASE })));
-        }),
-      );
-      expect(
-        winners.map((j) => j.id),
-        `round ${round}`,
-      ).toEqual([timer!.id]);
-      expect(acquiredAt(winners[0]!, LEASE)).toBeGreaterThanOrEqual(due);
-    }
-  });
+  it(
+    'a due timer is acquired exactly once by peers polling for it',
+    async () => {
+      const store = await h.open();
+      const peers = await h.peers(store);
+      for (let round = 0; round < Math.min(h.rounds, 5); round++) {
+        const [timer] = await enqueueJobs(store, [{ delayMs: 100 }]);
+        const winners: Job[] = [];
+        const due = timer!.dueAt.getTime();
+        await Promise.all(
+          peers.map(async (peer, i) => {
+            while ((await storeNow(peer)) < due + 50) {
+              const got = await acquire(peer, { owner: `peer-${i}`, leaseMs: LEASE });
+              winners.push(...got);
+              await sleep(2);
+            }
+            winners.push(...(await acquire(peer, { owner: `peer-${i}`, leaseMs: LEASE })));
+          }),
+        );
+        expect(
+          winners.map((j) => j.id),
+          `round ${round}`,
+        ).toEqual([timer!.id]);
+        expect(acquiredAt(winners[0]!, LEASE)).toBeGreaterThanOrEqual(due);
+      }
+    },
+    h.raceTimeout(),
+  );
 
   it('timers with different due times become due one after another', async () => {
     const store = await h.open();

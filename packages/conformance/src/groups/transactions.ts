@@ -77,7 +77,7 @@ export function transactionsGroup(h: Harness): void {
       throw error;
     }
     await hooks().commit(committed);
-    await waitFor('the committed job to run', async () => ran.length > 0, 15_000);
+    await waitFor('the committed job to run', async () => ran.length > 0, h.timeoutMs / 2);
     // The rolled-back job was enqueued first: had it ever been visible, the engine would have
     // run it by now (same priority, earlier id). A short grace period catches a late run.
     await sleep(100);

@@ -1,0 +1,125 @@
+// Child-process worker for @jobs/conformance chaos tests. Plain JavaScript for plain `node`.
+//
+// argv[2] is JSON: { module, args, name }. It opens the store through `module`'s
+// `createStore(args)` and then obeys the parent over IPC (`spawnChaosWorker` in
+// src/chaos/worker.ts): `start` an engine with a plan, `stop` it (timed), report `cpu` time,
+// `close`. Every handler run is reported as events with this process's wall clock
+// (`Date.now()`, which all processes on the machine share): `start`, then `end` with whether
+// its signal was aborted, and `completed` when the engine settled the job.
+import { isAbsolute } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const config = JSON.parse(process.argv[2] ?? '{}');
+const url = isAbsolute(config.module) ? pathToFileURL(config.module).href : config.module;
+const mod = await import(url);
+if (typeof mod.createStore !== 'function') {
+  throw new Error(
+    `[@jobs/conformance] chaos-worker: ${config.module} exports no createStore(args)`,
+  );
+}
+const { JobEngine } = await import('@jobs/core');
+const store = await mod.createStore(config.args);
+const send = (message) => {
+  if (process.connected) process.send(message);
+};
+let engine = null;
+let errors = 0;
+
+/** Resolves after `ms` (never for Infinity), or as soon as `signal` aborts. */
+function sleep(ms, signal) {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = Number.isFinite(ms) ? setTimeout(resolve, ms) : null;
+    signal.addEventListener(
+      'abort',
+      () => {
+        if (timer) clearTimeout(timer);
+        resolve();
+      },
+      { once: true },
+    );
+  });
+}
+
+/** A handler that reports its run and works as the plan says, honouring its signal. */
+function handler(plan) {
+  return async (job, ctx) => {
+    send({ event: 'start', job: job.id, type: job.type, attempt: ctx.attempt, at: Date.now() });
+    try {
+      const ms =
+        plan.runMs === 'until-aborted'
+          ? Number.POSITIVE_INFINITY
+          : (plan.runMs ?? job.payload?.ms ?? 0);
+      if (plan.work === 'transaction') {
+        if (typeof mod.slowTransaction !== 'function') {
+          throw new Error(
+            `[@jobs/conformance] chaos-worker: ${config.module} exports no slowTransaction`,
+          );
+        }
+        await mod.slowTransaction(store, ms, ctx.signal);
+      } else {
+        await sleep(ms, ctx.signal);
+      }
+      if (ctx.signal.aborted) throw ctx.signal.reason ?? new Error('aborted');
+    } finally {
+      send({ event: 'end', job: job.id, aborted: ctx.signal.aborted, at: Date.now() });
+    }
+  };
+}
+
+const forward = (level) => (message, data) =>
+  send({
+    event: 'log',
+    level,
+    message: data ? `${message} ${JSON.stringify(data)}` : message,
+    at: Date.now(),
+  });
+const logger = {
+  debug() {},
+  info: forward('info'),
+  warn: forward('warn'),
+  error: forward('error'),
+};
+
+const commands = {
+  async start({ engine: options, plan }) {
+    if (engine) throw new Error('an engine is already running');
+    const handlers = Object.fromEntries(options.types.map((type) => [type, handler(plan ?? {})]));
+    const { types: _types, ...rest } = options;
+    engine = new JobEngine({ ...rest, store, handlers, logger });
+    engine.on('completed', ({ job }) => send({ event: 'completed', job: job.id, at: Date.now() }));
+    engine.on('error', () => {
+      errors += 1;
+    });
+    await engine.start();
+    return null;
+  },
+  async stop({ timeoutMs }) {
+    const running = engine;
+    engine = null;
+    const started = Date.now();
+    await running?.stop({ timeoutMs });
+    return { ms: Date.now() - started };
+  },
+  async cpu() {
+    const { user, system } = process.cpuUsage();
+    return { cpuMs: (user + system) / 1000, at: Date.now(), errors };
+  },
+  async close() {
+    await engine?.stop({ timeoutMs: 1_000 });
+    engine = null;
+    await store.close();
+    setTimeout(() => process.exit(0), 10);
+    return null;
+  },
+};
+
+process.on('message', (message) => {
+  const command = commands[message?.cmd];
+  if (!command) return;
+  command(message).then(
+    (value) => send({ reply: message.id, value }),
+    (error) => send({ reply: message.id, error: String(error?.stack ?? error) }),
+  );
+});
+send({ event: 'ready', pid: process.pid, at: Date.now() });

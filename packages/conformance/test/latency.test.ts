@@ -1,0 +1,49 @@
+/**
+ * The whole suite on a store that answers every call 15 ms late (half on the way in, half on
+ * the way out, like a network round trip), with the suite's default time limits and vitest's
+ * default testTimeout/hookTimeout (see vitest.config.ts): a correct store on a slow link must
+ * pass without raising either. Took about 1 minute on a 2-core machine.
+ */
+import { type JobStore, MemoryJobStore } from '@jobs/core';
+import { runJobStoreConformance } from '../src/index.js';
+
+const LATENCY_MS = 15;
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * `inner` with every method call delayed by `latencyMs`: half before the call reaches the store,
+ * half before its answer (or error) comes back. `subscribe` (synchronous) and plain properties
+ * pass through.
+ */
+function withLatency<S extends JobStore>(inner: S, latencyMs: number): S {
+  const request = Math.floor(latencyMs / 2);
+  const response = latencyMs - request;
+  return new Proxy(inner, {
+    get(target, property) {
+      const value: unknown = Reflect.get(target, property, target);
+      if (typeof value !== 'function') return value;
+      if (property === 'subscribe') return value.bind(target);
+      return async (...args: unknown[]) => {
+        await sleep(request);
+        try {
+          return await value.apply(target, args);
+        } finally {
+          await sleep(response);
+        }
+      };
+    },
+  });
+}
+
+runJobStoreConformance({
+  name: `memory, ${LATENCY_MS} ms latency per call`,
+  createStore: async () => withLatency(new MemoryJobStore(), LATENCY_MS),
+  // One instance, as in memory.test.ts: racing calls interleave at every await.
+  connectPeer: async (store) => store,
+  skip: {
+    durability: 'the memory store keeps nothing beyond its instance, by design',
+  },
+});
