@@ -1,0 +1,101 @@
+/** `jobs show <id>`: every field of one job, its payload as indented JSON, its last error. */
+import type { Job } from '@jobs/core';
+import type { Command } from 'commander';
+import type { App } from '../app.js';
+import { CliError } from '../errors.js';
+import { duration, relative, utc } from '../format.js';
+
+/**
+ * A finished job as history keeps it: `admin.getJob` returns one for a job that left the table
+ * when the store keeps history.
+ */
+export type FinishedJob = Omit<Job, 'state' | 'suspendedFrom'> & {
+  state: 'finished';
+  outcome: string;
+  result: unknown;
+  finishedAt: Date;
+  durationMs: number | null;
+  suspendedFrom: null;
+};
+
+/** What `admin.getJob` finds: the live job, or its history record. */
+export type FoundJob = Job | FinishedJob;
+
+const when = (date: Date | null, now: number): string =>
+  date === null ? '-' : `${utc(date)} (${relative(date, now)})`;
+
+const indent = (text: string): string =>
+  text
+    .split('\n')
+    .map((line) => `  ${line}`)
+    .join('\n');
+
+export function renderJob(job: FoundJob, now: number): string {
+  const finished = job.state === 'finished' ? job : null;
+  const fields: [string, string][] = [
+    ['type', job.type],
+    [
+      'state',
+      finished
+        ? `finished (${finished.outcome})`
+        : job.suspendedFrom
+          ? `${job.state} (from ${job.suspendedFrom})`
+          : job.state,
+    ],
+    ['queue', job.queue],
+    ['priority', String(job.priority)],
+    ['due', when(job.dueAt, now)],
+    ['attempts', String(job.attempts)],
+    ['retries left', String(job.retriesLeft)],
+    ['retry policy', job.retryPolicy ? JSON.stringify(job.retryPolicy) : "the engine's"],
+    ['scope', job.scope ?? '-'],
+    ['exclusive', job.exclusive ? 'yes' : 'no'],
+    ['key', job.key ?? '-'],
+    ['tenant', job.tenantId ?? '-'],
+    ['schedule', job.schedule ?? '-'],
+    ['occurrence', job.occurrence ? utc(job.occurrence) : '-'],
+    ['shard', job.shard ? `${job.shard.index + 1} of ${job.shard.count}` : '-'],
+    ['created', when(job.createdAt, now)],
+    ['lock owner', job.lockOwner ?? '-'],
+    ['lease expires', when(job.lockExpiresAt, now)],
+  ];
+  if (finished) {
+    fields.push(
+      ['finished', when(finished.finishedAt, now)],
+      ['duration', finished.durationMs === null ? '-' : duration(finished.durationMs)],
+    );
+  }
+  const width = Math.max(...fields.map(([name]) => name.length));
+  const out = [
+    `Job ${job.id}`,
+    ...fields.map(([name, value]) => `  ${name.padEnd(width)}  ${value}`),
+  ];
+  out.push('', 'Payload:', indent(JSON.stringify(job.payload, null, 2) ?? 'null'));
+  if (finished) out.push('', 'Result:', indent(JSON.stringify(finished.result, null, 2) ?? 'null'));
+  if (job.lastError) {
+    out.push('', 'Last error:', indent(job.lastError.message));
+    if (job.lastError.stack) out.push('', 'Stack:', indent(job.lastError.stack));
+  } else {
+    out.push('', 'Last error: none');
+  }
+  return out.join('\n');
+}
+
+export function registerShow(program: Command, app: App): void {
+  program
+    .command('show')
+    .description('show one job: every field, its payload and its last error with the stack')
+    .argument('<id>', 'the job id')
+    .option('--json', 'print the job as a JSON object (times as ISO-8601 strings)')
+    .addHelpText('after', '\nExample:\n  jobs show 1042 --db ./jobs.db')
+    .action(async (id: string, options: { json?: boolean }, command: Command) => {
+      await app.withSession(command, async ({ store, engine }) => {
+        const job: FoundJob | null = await engine.admin.getJob(id);
+        if (!job) {
+          throw new CliError(`job ${id} does not exist (nor in history, where the store keeps it)`);
+        }
+        if (options.json) app.printJson(job);
+        else app.print(renderJob(job, (await store.now()).getTime()));
+      });
+    });
+}

@@ -1,0 +1,81 @@
+/**
+ * The `jobs` command line: global options, the commands, and exit codes — 0 on success, 1 when
+ * the work failed (one line on stderr saying what to check or run), 2 for usage errors.
+ */
+import { Command, CommanderError } from 'commander';
+import packageJson from '../package.json' with { type: 'json' };
+import { App, type Io } from './app.js';
+import { registerHistory } from './commands/history.js';
+import { registerList } from './commands/list.js';
+import { registerMigrate } from './commands/migrate.js';
+import { registerRetryDelete } from './commands/retry-delete.js';
+import { registerSchedules } from './commands/schedules.js';
+import { registerShow } from './commands/show.js';
+import { registerStatus } from './commands/status.js';
+import { registerSuspend } from './commands/suspend.js';
+import { registerTail } from './commands/tail.js';
+import { CliError, explain } from './errors.js';
+
+/** One line: commander's messages may carry a second line (a suggestion). */
+const oneLine = (text: string): string => text.trim().split('\n').join(' ');
+
+function createProgram(app: App): Command {
+  const program = new Command('jobs')
+    .description('Operate @jobs: look at the queue, retry the dead-letter area, watch workers.')
+    .version(packageJson.version, '-V, --version')
+    .option(
+      '--db <url|file>',
+      'postgres://…, mysql://… / mariadb://…, or a SQLite file (default: $JOBS_DATABASE_URL)',
+    )
+    .option(
+      '--schema <name>',
+      'PostgreSQL schema of the tables (default: ?schema= in the URL, else jobs)',
+    )
+    .option('--table-prefix <prefix>', 'MySQL/SQLite table name prefix (default jobs_)')
+    .showSuggestionAfterError(true)
+    .configureOutput({
+      writeOut: (text) => app.io.out(text),
+      writeErr: (text) => app.io.err(text),
+      outputError: (text, write) => write(`jobs: ${oneLine(text)}\n`),
+    })
+    // Set before the commands are added: each command copies them (output, exits, help).
+    .exitOverride()
+    .configureHelp({ showGlobalOptions: true })
+    .addHelpText(
+      'after',
+      '\nExamples:\n  jobs migrate --db ./jobs.db\n  JOBS_DATABASE_URL=postgres://app@db:5432/app jobs status\n  jobs list --state deadletter --type send-email\n  jobs retry --all --state deadletter --dry-run',
+    );
+  registerMigrate(program, app);
+  registerStatus(program, app);
+  registerList(program, app);
+  registerShow(program, app);
+  registerRetryDelete(program, app);
+  registerSuspend(program, app);
+  registerSchedules(program, app);
+  registerHistory(program, app);
+  registerTail(program, app);
+  return program;
+}
+
+/**
+ * Runs the command line `argv` (without `node` and the script) and returns the exit code.
+ *
+ * @example
+ * process.exitCode = await main(process.argv.slice(2), processIo);
+ */
+export async function main(argv: readonly string[], io: Io): Promise<number> {
+  const app = new App(io);
+  const program = createProgram(app);
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+    return 0;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // Help and version end in a CommanderError with exit code 0; the rest are usage errors.
+      return error.exitCode === 0 ? 0 : 2;
+    }
+    const code = error instanceof CliError ? error.exitCode : 1;
+    io.err(`jobs: error: ${oneLine(explain(error, app.target))}\n`);
+    return code;
+  }
+}

@@ -1,0 +1,133 @@
+/**
+ * Which database `--db` (or `JOBS_DATABASE_URL`) names: `postgres://` / `postgresql://` is
+ * PostgreSQL, `mysql://` / `mariadb://` is MySQL or MariaDB, anything else (a path, `file:…`,
+ * `sqlite:…`) is a SQLite file. Parsing connects to nothing.
+ */
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CliError } from './errors.js';
+
+/** Where the tables are, as given on the command line. */
+export interface TargetOptions {
+  /** PostgreSQL schema (`--schema`); default the URL's `?schema=`, else the store's (`jobs`). */
+  schema?: string | undefined;
+  /** MySQL/SQLite table prefix (`--table-prefix`); default the store's (`jobs_`). */
+  tablePrefix?: string | undefined;
+}
+
+interface TargetBase {
+  /** The URL with its password hidden, or the file path: safe to print. */
+  display: string;
+  /** `host:port`, or the file path. */
+  where: string;
+  /** The store's tables, for messages: `schema jobs`, `tables jobs_* in database app`. */
+  tables: string;
+  /** Options that select the same tables again (for hints such as `jobs migrate …`). */
+  selector: string;
+}
+
+export type Target =
+  | (TargetBase & { kind: 'postgres'; url: string; schema: string | undefined })
+  | (TargetBase & { kind: 'mysql'; url: string; tablePrefix: string | undefined })
+  | (TargetBase & { kind: 'sqlite'; filename: string; tablePrefix: string | undefined });
+
+const SCHEME = /^([a-z][a-z0-9+.-]*):\/\//i;
+
+/** Quotes a word for a shell when it needs it. */
+function shellWord(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+function parseUrl(text: string, example: string): URL {
+  try {
+    return new URL(text);
+  } catch {
+    throw new CliError(`--db: ${hidePassword(text)} is not a valid URL (expected e.g. ${example})`);
+  }
+}
+
+/** The text with the password of a `scheme://user:password@host` URL replaced by `***`. */
+export function hidePassword(text: string): string {
+  return text.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/:@]*:)[^@/]*@/i, '$1***@');
+}
+
+/**
+ * The database `db` names, with the table options applied.
+ * @param fromEnv the URL came from `JOBS_DATABASE_URL`: hints leave `--db` out.
+ */
+export function parseTarget(db: string, options: TargetOptions = {}, fromEnv = false): Target {
+  const text = db.trim();
+  if (text === '') {
+    throw new CliError('--db is empty: give a postgres:// or mysql:// URL or a SQLite file');
+  }
+  const display = hidePassword(text);
+  const extra = (flags: [string, string | undefined][]): string =>
+    flags
+      .filter((flag): flag is [string, string] => flag[1] !== undefined)
+      .map(([name, value]) => ` ${name} ${shellWord(value)}`)
+      .join('');
+  const dbFlag = fromEnv ? '' : `--db ${shellWord(display)}`;
+  const scheme = SCHEME.exec(text)?.[1]?.toLowerCase();
+
+  if (scheme === 'postgres' || scheme === 'postgresql') {
+    const url = parseUrl(text, 'postgres://user@localhost:5432/app');
+    if (!url.hostname) throw new CliError(`--db: ${display} names no host`);
+    // `?schema=` is ours, not libpq's: take it out before pg sees the URL.
+    const fromUrl = url.searchParams.get('schema') ?? undefined;
+    url.searchParams.delete('schema');
+    const schema = options.schema ?? fromUrl;
+    return {
+      kind: 'postgres',
+      url: url.toString(),
+      schema,
+      display,
+      where: `${url.hostname}:${url.port || '5432'}`,
+      tables: `schema ${schema ?? 'jobs'}`,
+      selector: `${dbFlag}${extra([['--schema', options.schema]])}`,
+    };
+  }
+  if (scheme === 'mysql' || scheme === 'mariadb') {
+    const url = parseUrl(text.replace(/^mariadb:/i, 'mysql:'), 'mysql://root@localhost:3306/app');
+    if (!url.hostname) throw new CliError(`--db: ${display} names no host`);
+    const database = decodeURIComponent(url.pathname.replace(/^\//, ''));
+    if (database === '') {
+      throw new CliError(
+        `--db: ${display} names no database (expected mysql://user@host:3306/<database>)`,
+      );
+    }
+    return {
+      kind: 'mysql',
+      url: url.toString(),
+      tablePrefix: options.tablePrefix,
+      display,
+      where: `${url.hostname}:${url.port || '3306'}`,
+      tables: `tables ${options.tablePrefix ?? 'jobs_'}* in database ${database}`,
+      selector: `${dbFlag}${extra([['--table-prefix', options.tablePrefix]])}`,
+    };
+  }
+  if (scheme !== undefined && scheme !== 'file' && scheme !== 'sqlite') {
+    throw new CliError(
+      `--db: unsupported database ${scheme}:// (use postgres://, postgresql://, mysql://, mariadb://, or a SQLite file path)`,
+    );
+  }
+  let filename: string;
+  if (scheme === 'file') {
+    try {
+      filename = fileURLToPath(text);
+    } catch {
+      throw new CliError(`--db: ${display} is not a valid file URL`);
+    }
+  } else {
+    filename = text.replace(/^sqlite:(\/\/)?/i, '').replace(/^file:/i, '');
+  }
+  if (filename === '') throw new CliError(`--db: ${display} names no file`);
+  return {
+    kind: 'sqlite',
+    filename: resolve(filename),
+    tablePrefix: options.tablePrefix,
+    display: filename,
+    where: filename,
+    tables: `tables ${options.tablePrefix ?? 'jobs_'}*`,
+    selector: `${fromEnv ? '' : `--db ${shellWord(filename)}`}${extra([['--table-prefix', options.tablePrefix]])}`,
+  };
+}

@@ -1,0 +1,4 @@
+import { postgresBackend } from './backends.js';
+import { cliSuite } from './suite.js';
+
+cliSuite(await postgresBackend(), 'PostgreSQL');

@@ -1,0 +1,4 @@
+import { sqliteBackend } from './backends.js';
+import { cliSuite } from './suite.js';
+
+cliSuite(sqliteBackend(), 'SQLite', true);

@@ -1,0 +1,306 @@
+/**
+ * `instrument(engine, options)`: OpenTelemetry traces and metrics for a `JobEngine`, through its
+ * hooks (`engine.use`) and events. The enqueuing code's trace context travels in each job's
+ * `meta`, written by the same INSERT as the job, so a run in any process, any time later, joins
+ * the trace it came from.
+ */
+import { checkMeta, type EnqueueDraft, type Job, type JobEngine, JobsError } from '@jobs/core';
+import {
+  type Attributes,
+  type Context,
+  context,
+  type Link,
+  type MeterProvider,
+  metrics,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  type TextMapPropagator,
+  type Tracer,
+  type TracerProvider,
+  trace,
+} from '@opentelemetry/api';
+import { createJobMetrics } from './metrics.js';
+import {
+  ATTR_JOB_ATTEMPT,
+  ATTR_JOB_ID,
+  ATTR_JOB_OUTCOME,
+  ATTR_JOB_TYPE,
+  ATTR_MESSAGING_BATCH_MESSAGE_COUNT,
+  ATTR_MESSAGING_DESTINATION_NAME,
+  ATTR_MESSAGING_MESSAGE_ID,
+  ATTR_MESSAGING_OPERATION_NAME,
+  ATTR_MESSAGING_OPERATION_TYPE,
+  ATTR_MESSAGING_SYSTEM,
+  MESSAGING_SYSTEM,
+  type RunOutcome,
+} from './semconv.js';
+import { metaCarrier, w3cTraceContext } from './trace-context.js';
+
+/** The instrumentation scope of the tracer and the meter. */
+const SCOPE = '@jobs/otel';
+const OPTION_KEYS = new Set([
+  'tracerProvider',
+  'meterProvider',
+  'link',
+  'propagator',
+  'queueStatsCacheMs',
+]);
+
+export interface InstrumentOptions {
+  /** Where spans go. Default: the global tracer provider (the Node SDK registers one). */
+  tracerProvider?: TracerProvider;
+  /** Where metrics go. Default: the global meter provider (the Node SDK registers one). */
+  meterProvider?: MeterProvider;
+  /**
+   * How a run's span relates to the `jobs.enqueue` span of the code that enqueued the job.
+   * `'link'` (default, as the messaging conventions advise: a job may run much later, or many
+   * times): each run starts its own trace, with a span link to the producer span. `'child'`:
+   * the run is a child of the producer span, so request and job are one trace.
+   */
+  link?: 'link' | 'child';
+  /**
+   * Writes the trace context into a job's `meta` and reads it back. Default: W3C Trace Context
+   * (`traceparent`, `tracestate`). `propagation` from `@opentelemetry/api` uses the app's global
+   * propagator (e.g. with baggage); headers that would break `meta`'s limits are left out.
+   */
+  propagator?: TextMapPropagator;
+  /** How long one read of `store.queueStats()` serves the queue gauges, in ms. Default 5 000. */
+  queueStatsCacheMs?: number;
+}
+
+/** What `instrument` needs of an engine. */
+export type InstrumentableEngine = Pick<JobEngine, 'use' | 'on' | 'store'>;
+
+/** A run whose span is open: from its handler's start until the engine reports its outcome. */
+interface OpenRun {
+  span: Span;
+  startedAt: number;
+  /** When the handler returned or threw (`performance.now()`); null while it runs. */
+  handlerEndedAt: number | null;
+  /** What the handler threw, recorded on the span when the run fails. */
+  thrown: unknown;
+}
+
+/**
+ * Traces and measures `engine`; returns the function that stops it (open spans are ended).
+ *
+ * Spans: `jobs.enqueue` (producer) around each `enqueue` / `enqueueMany` call, whose context is
+ * stored in every job's `meta`; `jobs.run <type>` (consumer) per run, active while the handler
+ * runs (its own spans are children), linked to or a child of the producer span (`link`), ended
+ * when the outcome is known, with `jobs.job.outcome` and the error of a failed run.
+ * Metrics: `jobs.started`, `jobs.completed`, `jobs.failed` (counters by type and queue),
+ * `jobs.run.duration` (histogram, s), `jobs.queue.depth` and `jobs.queue.oldest_due.age`
+ * (gauges per queue, read from `store.queueStats()`).
+ *
+ * @example
+ * import { instrument } from '@jobs/otel';
+ * const uninstrument = instrument(engine, { tracerProvider, meterProvider });
+ * // …
+ * uninstrument();
+ */
+export function instrument(
+  engine: InstrumentableEngine,
+  options: InstrumentOptions = {},
+): () => void {
+  const settings = checkOptions(engine, options);
+  const tracer = (options.tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE);
+  const meter = (options.meterProvider ?? metrics.getMeterProvider()).getMeter(SCOPE);
+  const jobMetrics = createJobMetrics(meter, engine.store, settings.queueStatsCacheMs);
+  const runs = new Map<Job, OpenRun>();
+
+  const removeHooks = engine.use({
+    enqueue: (drafts, next) => traceEnqueue(tracer, settings.propagator, drafts, next),
+    run: (job, next) => {
+      const { parent, links } = producerOf(job, settings);
+      const span = tracer.startSpan(
+        `jobs.run ${job.type}`,
+        { kind: SpanKind.CONSUMER, attributes: runAttributes(job), links },
+        parent,
+      );
+      const run: OpenRun = {
+        span,
+        startedAt: performance.now(),
+        handlerEndedAt: null,
+        thrown: null,
+      };
+      runs.set(job, run);
+      return context.with(trace.setSpan(parent, span), next).then(
+        (value) => {
+          run.handlerEndedAt = performance.now();
+          return value;
+        },
+        (error: unknown) => {
+          run.handlerEndedAt = performance.now();
+          run.thrown = error;
+          throw error;
+        },
+      );
+    },
+  });
+
+  const end = (
+    job: Job,
+    outcome: RunOutcome,
+    error?: { message: string; stack: string | null },
+  ) => {
+    const run = runs.get(job);
+    if (!run) return;
+    runs.delete(job);
+    const seconds = ((run.handlerEndedAt ?? performance.now()) - run.startedAt) / 1000;
+    jobMetrics.ended(job.type, job.queue, outcome, seconds);
+    run.span.setAttribute(ATTR_JOB_OUTCOME, outcome);
+    if (error) {
+      run.span.recordException(
+        run.thrown instanceof Error
+          ? run.thrown
+          : { name: 'Error', message: error.message, stack: error.stack ?? undefined },
+      );
+      run.span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
+    } else if (outcome === 'lease-lost') {
+      run.span.setStatus({ code: SpanStatusCode.ERROR, message: 'lease lost' });
+    }
+    run.span.end();
+  };
+  const listeners = [
+    engine.on('started', ({ job }) => jobMetrics.started(job.type, job.queue)),
+    engine.on('completed', ({ job }) => end(job, 'completed')),
+    engine.on('failed', ({ job, error, willRetry }) =>
+      end(job, willRetry ? 'retried' : 'deadletter', error),
+    ),
+    engine.on('lease-lost', ({ job }) => end(job, 'lease-lost')),
+    engine.on('released', ({ jobs }) => {
+      for (const job of jobs) end(job, 'released');
+    }),
+  ];
+
+  let removed = false;
+  return () => {
+    if (removed) return;
+    removed = true;
+    removeHooks();
+    for (const off of listeners) off();
+    jobMetrics.close();
+    for (const run of runs.values()) run.span.end();
+    runs.clear();
+  };
+}
+
+interface Settings {
+  link: 'link' | 'child';
+  propagator: TextMapPropagator;
+  queueStatsCacheMs: number;
+}
+
+function checkOptions(engine: InstrumentableEngine, options: InstrumentOptions): Settings {
+  const fail = (message: string): never => {
+    throw new JobsError('VALIDATION', `[@jobs/otel] instrument: ${message}`);
+  };
+  if (typeof engine?.use !== 'function' || typeof engine.on !== 'function') {
+    fail('expected a JobEngine of @jobs/core (with use() and on())');
+  }
+  if (typeof options !== 'object' || options === null) fail('options must be an object');
+  for (const key of Object.keys(options)) {
+    if (!OPTION_KEYS.has(key))
+      fail(`unknown option ${key} (expected one of ${[...OPTION_KEYS].join(', ')})`);
+  }
+  const link = options.link ?? 'link';
+  if (link !== 'link' && link !== 'child') {
+    fail(`link must be 'link' or 'child', got ${JSON.stringify(link)}`);
+  }
+  const queueStatsCacheMs = options.queueStatsCacheMs ?? 5_000;
+  if (typeof queueStatsCacheMs !== 'number' || !(queueStatsCacheMs >= 0)) {
+    fail(`queueStatsCacheMs must be a number of ms ≥ 0, got ${String(queueStatsCacheMs)}`);
+  }
+  return { link, propagator: options.propagator ?? w3cTraceContext, queueStatsCacheMs };
+}
+
+/** The producer span around one enqueue call; its context goes into every job's `meta`. */
+function traceEnqueue(
+  tracer: Tracer,
+  propagator: TextMapPropagator,
+  drafts: readonly EnqueueDraft[],
+  next: () => Promise<Job[]>,
+): Promise<Job[]> {
+  const attributes: Attributes = {
+    [ATTR_MESSAGING_SYSTEM]: MESSAGING_SYSTEM,
+    [ATTR_MESSAGING_OPERATION_TYPE]: 'send',
+    [ATTR_MESSAGING_OPERATION_NAME]: 'enqueue',
+  };
+  const queues = new Set(drafts.map((d) => d.queue));
+  const types = new Set(drafts.map((d) => d.type));
+  if (queues.size === 1) attributes[ATTR_MESSAGING_DESTINATION_NAME] = [...queues][0];
+  if (types.size === 1) attributes[ATTR_JOB_TYPE] = [...types][0];
+  if (drafts.length > 1) attributes[ATTR_MESSAGING_BATCH_MESSAGE_COUNT] = drafts.length;
+  const parent = context.active();
+  const span = tracer.startSpan('jobs.enqueue', { kind: SpanKind.PRODUCER, attributes }, parent);
+  const active = trace.setSpan(parent, span);
+  const headers: Record<string, string> = {};
+  propagator.inject(active, headers, metaCarrier);
+  for (const draft of drafts) addHeaders(draft.meta, headers);
+  return context.with(active, next).then(
+    (jobs) => {
+      const [only] = jobs;
+      if (jobs.length === 1 && only) {
+        span.setAttributes({ [ATTR_MESSAGING_MESSAGE_ID]: only.id, [ATTR_JOB_ID]: only.id });
+      }
+      span.end();
+      return jobs;
+    },
+    (error: unknown) => {
+      span.recordException(error instanceof Error ? error : String(error));
+      span.setStatus({
+        code: SpanStatusCode.ERROR,
+        message: error instanceof Error ? error.message : String(error),
+      });
+      span.end();
+      throw error;
+    },
+  );
+}
+
+/**
+ * Adds the propagation headers to a job's `meta`: the caller's own entries win, and headers
+ * that would break `meta`'s limits are left out (`traceparent` alone if it still fits) — the
+ * instrumentation never makes an enqueue fail.
+ */
+function addHeaders(meta: Record<string, string>, headers: Record<string, string>): void {
+  const added = Object.entries(headers).filter(([key]) => !Object.hasOwn(meta, key));
+  const fits = (entries: [string, string][]): boolean => {
+    try {
+      checkMeta({ ...meta, ...Object.fromEntries(entries) });
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const chosen = fits(added) ? added : added.filter(([key]) => key === 'traceparent');
+  if (chosen.length > 0 && (chosen === added || fits(chosen)))
+    Object.assign(meta, Object.fromEntries(chosen));
+}
+
+/** The context a run starts in, and its links, from the trace context in the job's `meta`. */
+function producerOf(job: Job, settings: Settings): { parent: Context; links: Link[] } {
+  const extracted = job.meta
+    ? settings.propagator.extract(ROOT_CONTEXT, job.meta, metaCarrier)
+    : ROOT_CONTEXT;
+  const producer = trace.getSpanContext(extracted);
+  // Never the engine's ambient context: a run belongs to its job, not to whatever was active
+  // when the engine started (`deleteSpan` keeps extracted baggage, if any).
+  if (settings.link === 'child' || !producer) return { parent: extracted, links: [] };
+  return { parent: trace.deleteSpan(extracted), links: [{ context: producer }] };
+}
+
+function runAttributes(job: Job): Attributes {
+  return {
+    [ATTR_MESSAGING_SYSTEM]: MESSAGING_SYSTEM,
+    [ATTR_MESSAGING_OPERATION_TYPE]: 'process',
+    [ATTR_MESSAGING_OPERATION_NAME]: 'run',
+    [ATTR_MESSAGING_DESTINATION_NAME]: job.queue,
+    [ATTR_MESSAGING_MESSAGE_ID]: job.id,
+    [ATTR_JOB_ID]: job.id,
+    [ATTR_JOB_TYPE]: job.type,
+    [ATTR_JOB_ATTEMPT]: job.attempts,
+  };
+}
