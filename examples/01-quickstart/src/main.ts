@@ -154,14 +154,22 @@ async function main(): Promise<void> {
   chargeCardWorks = true;
   await engine.admin.retry(card.id);
   step(card, 'retried');
-  await waitUntil(async () => (await engine.admin.getJob(card.id)) === null);
+  // A finished job leaves the live table; with history on (the default) getJob finds its record.
+  await waitUntil(async () => {
+    const job = await engine.admin.getJob(card.id);
+    return job === null || job.state === 'finished';
+  });
+  const record = await engine.admin.getJob(card.id);
+  if (record && 'outcome' in record) {
+    console.log(`History of #${card.id}: ${record.outcome} after ${record.durationMs} ms`);
+  }
 
   console.log('\nAfter the retry:');
   printTable();
   await engine.stop();
   await store.close();
   rmSync(dir, { recursive: true, force: true });
-  console.log('\nDone. Read examples/01-quickstart/src/main.ts to see how it is wired.');
+  console.log('\nDone. Read src/main.ts to see how it is wired.');
 }
 
 function printTable(): void {

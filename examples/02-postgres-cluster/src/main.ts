@@ -3,7 +3,7 @@
  * moment one is killed with SIGKILL (no goodbye, like a crash or an OOM kill). Its leases run
  * out, another worker takes its jobs over, and every job is done.
  *
- *   pnpm --filter @jobs/example-postgres-cluster start
+ *   pnpm start
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';

@@ -3,7 +3,7 @@
  * share the work through `FOR UPDATE SKIP LOCKED`, wake each other with LISTEN/NOTIFY, and take
  * over a dead worker's jobs when its leases expire.
  *
- *   WORKER_NAME=w1 pnpm tsx src/worker.ts
+ *   WORKER_NAME=w1 pnpm worker
  */
 import { JobEngine } from '@jobs/core';
 import { PostgresJobStore } from '@jobs/postgres';

@@ -481,6 +481,7 @@ export class JsonFileJobStore implements JobStore {
         occurrence: job.occurrence ? job.occurrence.getTime() : null,
         shard_index: job.shard ? job.shard.index : null,
         shard_count: job.shard ? job.shard.count : null,
+        meta: job.meta ? JSON.stringify(job.meta) : null,
       };
       t.jobs.set(row.id, row);
       if (row.job_key !== null) byKey.set(row.job_key, row);

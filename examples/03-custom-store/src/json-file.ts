@@ -45,6 +45,8 @@ export type JobRow = {
   occurrence: number | null;
   shard_index: number | null;
   shard_count: number | null;
+  /** The enqueuer's string headers as JSON text (`Job.meta`); absent in files written before it. */
+  meta?: string | null;
 };
 
 /** One row of the schedules table (`spec` is JSON text). */

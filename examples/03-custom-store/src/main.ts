@@ -1,6 +1,6 @@
 /**
  * A JobEngine running on `JsonFileJobStore`: the engine neither knows nor cares that its
- * "database" is one JSON file. Run it with `pnpm --filter @jobs/example-custom-store start`.
+ * "database" is one JSON file. Run it with `pnpm start`.
  */
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';

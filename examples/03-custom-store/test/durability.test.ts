@@ -199,11 +199,11 @@ describe('JsonFileJobStore durability', () => {
 });
 
 /**
- * Runs `fixtures/crash-writer.ts` on `filename`, kills it with SIGKILL `delayMs` after it
+ * Runs `crash-writer.ts` on `filename`, kills it with SIGKILL `delayMs` after it
  * acknowledged `acks` jobs, and returns every id it acknowledged (written to disk, by its word).
  */
 async function runAndKill(filename: string, acks: number, delayMs: number): Promise<string[]> {
-  const writer = fileURLToPath(new URL('./fixtures/crash-writer.ts', import.meta.url));
+  const writer = fileURLToPath(new URL('./crash-writer.ts', import.meta.url));
   const child = spawn(
     process.execPath,
     ['--import', 'tsx', writer, filename, JSON.stringify(makeNewJob())],

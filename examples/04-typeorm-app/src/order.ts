@@ -1,5 +1,8 @@
-/** The app's own table: an `Order`, defined without decorators. */
-import { EntitySchema, type MigrationInterface, type QueryRunner } from 'typeorm';
+/**
+ * The app's own table: an `Order`, defined without decorators, in column types that PostgreSQL,
+ * MySQL/MariaDB and SQLite all have.
+ */
+import { EntitySchema, type MigrationInterface, type QueryRunner, Table } from 'typeorm';
 
 export interface Order {
   id: number;
@@ -15,21 +18,36 @@ export const OrderEntity = new EntitySchema<Order>({
     id: { type: 'integer', primary: true, generated: 'increment' },
     item: { type: 'varchar', length: 200 },
     email: { type: 'varchar', length: 200 },
-    createdAt: { type: 'datetime', name: 'created_at', createDate: true },
+    // `Date`, not a type name: PostgreSQL calls it `timestamp`, the others `datetime`.
+    createdAt: { type: Date, name: 'created_at', createDate: true },
   },
 });
 
 /** The app's migration for its own table; the jobs tables come from `jobsMigration()`. */
 export class CreateOrders1700000000000 implements MigrationInterface {
   async up(runner: QueryRunner): Promise<void> {
-    await runner.query(
-      `CREATE TABLE "orders" ("id" integer PRIMARY KEY AUTOINCREMENT NOT NULL,
-        "item" varchar(200) NOT NULL, "email" varchar(200) NOT NULL,
-        "created_at" datetime NOT NULL DEFAULT (datetime('now')))`,
+    const dateTime = runner.connection.options.type === 'postgres' ? 'timestamp' : 'datetime';
+    // TypeORM's Table API writes the right DDL for each database.
+    await runner.createTable(
+      new Table({
+        name: 'orders',
+        columns: [
+          {
+            name: 'id',
+            type: 'integer',
+            isPrimary: true,
+            isGenerated: true,
+            generationStrategy: 'increment',
+          },
+          { name: 'item', type: 'varchar', length: '200' },
+          { name: 'email', type: 'varchar', length: '200' },
+          { name: 'created_at', type: dateTime, default: 'CURRENT_TIMESTAMP' },
+        ],
+      }),
     );
   }
 
   async down(runner: QueryRunner): Promise<void> {
-    await runner.query('DROP TABLE "orders"');
+    await runner.dropTable('orders');
   }
 }

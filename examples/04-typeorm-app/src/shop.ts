@@ -7,6 +7,7 @@ import 'reflect-metadata';
 import { type Job, JobEngine } from '@jobs/core';
 import { jobsEntities, jobsMigration, TypeormJobStore } from '@jobs/typeorm';
 import { DataSource } from 'typeorm';
+import { connectionOptions, databaseType } from './database.js';
 import { CreateOrders1700000000000, type Order, OrderEntity } from './order.js';
 
 export interface ConfirmationEmail {
@@ -24,17 +25,18 @@ export interface Shop {
   close(): Promise<void>;
 }
 
-/** Opens the shop on a SQLite file; `send` is what "sending" an email means here. */
+/**
+ * Opens the shop on `database` (a PostgreSQL/MySQL/MariaDB URL or a SQLite file, see
+ * `database.ts`) and applies its migrations; `send` is what "sending" an email means here.
+ */
 export async function openShop(
-  filename: string,
+  database: string,
   send: (email: ConfirmationEmail) => void,
 ): Promise<Shop> {
   const dataSource = new DataSource({
-    type: 'better-sqlite3',
-    database: filename,
-    enableWAL: true,
+    ...connectionOptions(database),
     // The jobs tables are entities too, so synchronize/migration:generate leave them alone.
-    entities: [OrderEntity, ...jobsEntities('better-sqlite3')],
+    entities: [OrderEntity, ...jobsEntities(databaseType(database))],
     migrations: [CreateOrders1700000000000, jobsMigration()],
   });
   await dataSource.initialize();
