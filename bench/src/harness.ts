@@ -15,6 +15,7 @@
  * printTable('sqlite', ['metric', 'value'], [['enqueue/s', fmtRate(1000 / ms)]]);
  */
 import { type ChildProcess, fork } from 'node:child_process';
+import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { JobEngine, type JobStore } from '@jobs/core';
 import pg from 'pg';
@@ -42,10 +43,15 @@ export interface BenchReport {
   measures: BenchMeasure[];
   /** Free-form lines printed under the suite's table (configuration, caveats). */
   notes: string[];
+  /**
+   * The contenders ratios are taken from (`ours ÷ each other`), e.g. our default and our tuned
+   * configuration. Default: the first contender seen.
+   */
+  ours?: string[];
 }
 
-/** A suite entry point as exported by `bench/src/<suite>.ts`. */
-export type BenchSuite = (options: BenchOptions) => Promise<BenchReport>;
+/** A suite entry point as exported by `bench/src/<suite>.ts`: one report, or several tables. */
+export type BenchSuite = (options: BenchOptions) => Promise<BenchReport | BenchReport[]>;
 
 /** A report being filled: `add` puts a measure in `contender`'s column, named by `name`. */
 export interface ReportParts<C> {
@@ -246,27 +252,26 @@ export function printTable(
 export function printReport(report: BenchReport): void {
   const contenders = [...new Set(report.measures.map((m) => m.contender))];
   const metrics = [...new Set(report.measures.map((m) => m.metric))];
-  const ours = contenders[0];
-  const others = contenders.slice(1);
+  const ours = report.ours?.filter((c) => contenders.includes(c)) ?? contenders.slice(0, 1);
+  const others = contenders.filter((c) => !ours.includes(c));
+  const pairs = ours.flatMap((o) => others.map((c) => [o, c] as const));
   const get = (metric: string, contender: string | undefined): BenchMeasure | undefined =>
     report.measures.find((m) => m.metric === metric && m.contender === contender);
-  const rows = metrics.map((metric) => {
-    const mine = get(metric, ours);
-    return [
-      metric,
-      ...contenders.map((c) => {
-        const m = get(metric, c);
-        return m ? `${fmtNum(m.value)} ${m.unit}` : '—';
-      }),
-      ...others.map((c) => {
-        const theirs = get(metric, c);
-        return mine && theirs ? fmtRatio(mine.value, theirs.value) : '—';
-      }),
-    ];
-  });
+  const rows = metrics.map((metric) => [
+    metric,
+    ...contenders.map((c) => {
+      const m = get(metric, c);
+      return m ? `${fmtNum(m.value)} ${m.unit}` : '—';
+    }),
+    ...pairs.map(([o, c]) => {
+      const mine = get(metric, o);
+      const theirs = get(metric, c);
+      return mine && theirs ? fmtRatio(mine.value, theirs.value) : '—';
+    }),
+  ]);
   printTable(
     `== ${report.suite} ==`,
-    ['metric', ...contenders, ...others.map((c) => `${ours} ÷ ${c}`)],
+    ['metric', ...contenders, ...pairs.map(([o, c]) => `${o} ÷ ${c}`)],
     rows,
   );
   for (const note of report.notes) console.log(`  ${note}`);
@@ -341,7 +346,8 @@ export function spawnWorkers(
 
 export function spawnWorker(module: string, args: unknown): WorkerHandle {
   const child = fork(module, [], {
-    execArgv: ['--import', 'tsx'],
+    // --expose-gc: `memorySampler` reads the heap a worker keeps after a full collection.
+    execArgv: ['--import', 'tsx', '--expose-gc'],
     env: { ...process.env, BENCH_WORKER_ARGS: JSON.stringify(args) },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
@@ -390,7 +396,10 @@ export function serveWorker<A, R>(fn: (args: A, io: WorkerIo) => Promise<R>): vo
   const box = mailbox();
   process.on('message', (raw) => box.push(raw as Message));
   const io: WorkerIo = {
-    send: (type, payload) => process.send?.({ type, payload }),
+    send: (type, payload) => {
+      // The parent may be gone (a failed run): nothing to tell it then.
+      if (process.connected) process.send?.({ type, payload });
+    },
     waitFor: (type) => box.waitFor(type),
   };
   const args = JSON.parse(process.env.BENCH_WORKER_ARGS ?? 'null') as A;
@@ -403,6 +412,51 @@ export function serveWorker<A, R>(fn: (args: A, io: WorkerIo) => Promise<R>): vo
       process.send?.({ type: '__error', payload: message }, () => process.exit(1));
     },
   );
+}
+
+/**
+ * Counts the commands this process sends to a server on `port`: every write on a socket to
+ * it (mysql2 writes each command packet once). Wire-level, so every client library in the
+ * process is counted alike (ours, Sidequest's knex). Returns a reader of the count.
+ */
+export function countSocketWrites(port: number): () => number {
+  let writes = 0;
+  const write = net.Socket.prototype.write;
+  net.Socket.prototype.write = function countedWrite(this: net.Socket, ...args: unknown[]) {
+    if (this.remotePort === port) writes++;
+    return (write as (...a: unknown[]) => boolean).apply(this, args);
+  } as typeof write;
+  return () => writes;
+}
+
+/** A worker's memory over a run, MiB. */
+export interface MemoryUse {
+  /** Peak resident set size, sampled every 100 ms. */
+  peakRssMb: number;
+  /** Heap in use at the end, after a full garbage collection: what the process holds on to. */
+  heapAfterGcMb: number;
+}
+
+/**
+ * Samples this process's resident set size every 100 ms until `stop`, which also collects
+ * garbage (workers run with `--expose-gc`) and reads the heap left in use. Peak RSS follows
+ * the garbage collector's pace; the heap after a collection shows what is really kept.
+ */
+export function memorySampler(): { stop(): MemoryUse } {
+  const mib = (bytes: number): number => bytes / (1024 * 1024);
+  let peak = process.memoryUsage.rss();
+  const timer = setInterval(() => {
+    peak = Math.max(peak, process.memoryUsage.rss());
+  }, 100);
+  timer.unref();
+  return {
+    stop: () => {
+      clearInterval(timer);
+      peak = Math.max(peak, process.memoryUsage.rss());
+      (globalThis as { gc?: () => void }).gc?.();
+      return { peakRssMb: mib(peak), heapAfterGcMb: mib(process.memoryUsage().heapUsed) };
+    },
+  };
 }
 
 /**
@@ -551,8 +605,19 @@ export async function timedWorkerRun<R>(
   options: WorkerRunOptions,
 ): Promise<{ ms: number; results: R[] }> {
   const workers = spawnWorkers(options.processes, options.module, options.args);
+  // A worker that dies ends the run at once, with its error, instead of at the timeout.
+  let died: unknown = null;
+  for (const w of workers) {
+    w.result.catch((error: unknown) => {
+      died ??= error;
+    });
+  }
+  const death = new Promise<never>((_, reject) => {
+    for (const w of workers) w.result.catch(reject);
+  });
+  death.catch(() => {});
   try {
-    await Promise.all(workers.map((w) => w.waitFor('ready')));
+    await Promise.race([Promise.all(workers.map((w) => w.waitFor('ready'))), death]);
     const counts = workers.map(() => 0);
     workers.forEach((w, i) => {
       void (async () => {
@@ -562,7 +627,10 @@ export async function timedWorkerRun<R>(
     const timer = startTimer();
     for (const w of workers) w.send('go');
     await waitUntil(
-      () => options.finished(counts.reduce((a, b) => a + b, 0)),
+      () => {
+        if (died) throw died;
+        return options.finished(counts.reduce((a, b) => a + b, 0));
+      },
       options.timeoutMs,
       options.what,
       options.everyMs ?? 5,
@@ -575,6 +643,239 @@ export async function timedWorkerRun<R>(
   } finally {
     for (const w of workers) if (w.child.exitCode === null) w.kill();
   }
+}
+
+/** What every worker process of a measured run reports. */
+export interface WorkerStats {
+  /** Handler runs. */
+  count: number;
+  /** Commands sent to the database between `go` and `stop` (SQLite: statements run). */
+  commands: number;
+  memory: MemoryUse;
+  /** `[n, Date.now() at handler start]` for jobs whose payload carries a sequence number `n`. */
+  starts: [number, number][];
+}
+
+/** Counts handler runs in a worker; numbered payloads (`{ n }`) get their start time. */
+export function jobRecorder(): {
+  onJob(payload: unknown): void;
+  readonly count: number;
+  readonly starts: [number, number][];
+} {
+  let count = 0;
+  const starts: [number, number][] = [];
+  return {
+    onJob(payload) {
+      count++;
+      const n = (payload as { n?: number } | null)?.n;
+      if (typeof n === 'number') starts.push([n, Date.now()]);
+    },
+    get count() {
+      return count;
+    },
+    starts,
+  };
+}
+
+/**
+ * The worker side of a measured run (`workUntilStopped`), counting the commands `commands()`
+ * reads and sampling memory from `go` to `stop`. `afterStart` runs once the worker started
+ * (e.g. to measure an idle window).
+ */
+export async function measuredWork(
+  io: WorkerIo,
+  worker: { start(): Promise<void>; stop(): Promise<void> },
+  recorder: ReturnType<typeof jobRecorder>,
+  commands: () => number,
+  afterStart?: () => Promise<void>,
+): Promise<WorkerStats> {
+  let base = 0;
+  let sent = 0;
+  let memory: MemoryUse = { peakRssMb: 0, heapAfterGcMb: 0 };
+  let sampler: { stop(): MemoryUse } | null = null;
+  await workUntilStopped(io, {
+    start: async () => {
+      sampler = memorySampler();
+      base = commands();
+      await worker.start();
+      await afterStart?.();
+    },
+    stop: async () => {
+      sent = commands() - base;
+      memory = sampler?.stop() ?? memory;
+      await worker.stop();
+    },
+    count: () => recorder.count,
+  });
+  return { count: recorder.count, commands: sent, memory, starts: recorder.starts };
+}
+
+/** One drain of jobs enqueued up front, by worker processes. */
+export interface DrainResult<R extends WorkerStats = WorkerStats> {
+  /** Jobs per second, from `go` until none is left in the database. */
+  rate: number;
+  /** Handler runs, all workers. */
+  ran: number;
+  commandsPerJob: number;
+  peakRssMb: number;
+  heapAfterGcMb: number;
+  results: R[];
+}
+
+/**
+ * `processes` worker processes drain `total` jobs already enqueued; done means none is left in
+ * the database (`remaining()`), and that time counts.
+ */
+export async function drainWithWorkers<R extends WorkerStats>(options: {
+  module: string;
+  processes: number;
+  args: (index: number) => unknown;
+  total: number;
+  remaining: () => Promise<number>;
+  what: string;
+}): Promise<DrainResult<R>> {
+  const { total } = options;
+  const { ms, results } = await timedWorkerRun<R>({
+    module: options.module,
+    processes: options.processes,
+    args: options.args,
+    finished: (ran) => ran >= total,
+    timeoutMs: Math.max(180_000, total / 2),
+    what: options.what,
+    settle: async (_handlersMs, elapsed) => {
+      await waitUntil(
+        async () => (await options.remaining()) === 0,
+        60_000,
+        `${options.what}: done`,
+      );
+      return elapsed.ms();
+    },
+  });
+  return {
+    rate: (total / ms) * 1000,
+    ran: results.reduce((a, r) => a + r.count, 0),
+    commandsPerJob: results.reduce((a, r) => a + r.commands, 0) / total,
+    peakRssMb: Math.max(...results.map((r) => r.memory.peakRssMb)),
+    heapAfterGcMb: Math.max(...results.map((r) => r.memory.heapAfterGcMb)),
+    results,
+  };
+}
+
+/** The enqueue side of a contender, in the parent process. */
+export interface Producer {
+  single(payload: object): Promise<void>;
+  bulk(payloads: object[]): Promise<void>;
+  /** Jobs not finished yet (waiting or running). */
+  remaining(): Promise<number>;
+  close(): Promise<void>;
+}
+
+/**
+ * Throughput of each contender at 1 and 2 worker processes, the machine belonging to one
+ * contender at a time: a fresh table (`open`), `jobs` enqueued up front in bulk, then `drain`.
+ * Adds bulk enqueue, throughput, and for 1 process commands per job (`commands`, or none when
+ * it returns null) and peak RSS; `after` may add notes about a run.
+ */
+export async function throughputRuns<C>(options: {
+  suite: string;
+  contenders: readonly C[];
+  name(contender: C): string;
+  jobs(contender: C): number;
+  open(contender: C): Promise<Producer>;
+  drain(contender: C, producer: Producer, total: number, processes: number): Promise<DrainResult>;
+  commands(contender: C): [string, string] | null;
+  parts: ReportParts<C>;
+  after?(contender: C, processes: number, run: DrainResult): void;
+}): Promise<void> {
+  const { add, notes } = options.parts;
+  for (const contender of options.contenders) {
+    for (const processes of [1, 2]) {
+      const total = options.jobs(contender);
+      const name = options.name(contender);
+      console.log(`[bench] ${options.suite}: ${name} throughput, ${processes} process(es) ...`);
+      const producer = await options.open(contender);
+      try {
+        const bulkMs = await enqueueInBatches(total, (payloads) => producer.bulk(payloads));
+        if (processes === 1) {
+          const rate = (total / bulkMs) * 1000;
+          add('enqueue bulk, batches of 1,000 (jobs/s)', contender, rate, 'jobs/s', true);
+        }
+        const run = await options.drain(contender, producer, total, processes);
+        add(`throughput ${processes} proc × 10 (jobs/s)`, contender, run.rate, 'jobs/s', true);
+        const commands = options.commands(contender);
+        if (processes === 1) {
+          if (commands) add(commands[0], contender, run.commandsPerJob, commands[1], false);
+          add('worker peak RSS (1 proc, MiB)', contender, run.peakRssMb, 'MiB', false);
+        }
+        if (run.ran !== total) {
+          notes.push(`${name}: ${processes} proc ran ${run.ran} handler calls for ${total} jobs`);
+        }
+        options.after?.(contender, processes, run);
+      } finally {
+        await producer.close();
+      }
+    }
+  }
+}
+
+/**
+ * Backlog series: for each size, a fresh table (`open`) gets that many jobs enqueued up front
+ * and one worker process drains it (`drain`); one column per size, the largest first so the
+ * ratios read "largest ÷ smaller". `describe` adds a note per size (e.g. whether the table
+ * was analysed).
+ */
+export async function backlogSeries(options: {
+  suite: string;
+  sizes: readonly number[];
+  open(): Promise<Producer>;
+  drain(producer: Producer, total: number): Promise<DrainResult>;
+  /** The per-job command metric, e.g. `worker round trips per job`, and its unit. */
+  commands: [string, string];
+  describe?(total: number): Promise<string>;
+  notes: readonly string[];
+}): Promise<BenchReport> {
+  const label = (n: number): string => `${n.toLocaleString('en-US')} jobs`;
+  const sizes = [...options.sizes].sort((a, b) => b - a);
+  const { measures, notes, add } = reportParts(label);
+  for (const total of [...sizes].reverse()) {
+    console.log(`[bench] ${options.suite}: backlog of ${label(total)} ...`);
+    const producer = await options.open();
+    try {
+      const bulkMs = await enqueueInBatches(total, (payloads) => producer.bulk(payloads), 5_000);
+      add(
+        'bulk enqueue, batches of 5,000 (jobs/s)',
+        total,
+        (total / bulkMs) * 1000,
+        'jobs/s',
+        true,
+      );
+      const run = await options.drain(producer, total);
+      add('throughput 1 proc × 10 (jobs/s)', total, run.rate, 'jobs/s', true);
+      add('worker peak RSS (MiB)', total, run.peakRssMb, 'MiB', false);
+      add('worker heap after GC, at the end (MiB)', total, run.heapAfterGcMb, 'MiB', false);
+      add(options.commands[0], total, run.commandsPerJob, options.commands[1], false);
+      const extra = options.describe ? `; ${await options.describe(total)}` : '';
+      notes.push(`${label(total)}: ${run.ran} handler runs${extra}`);
+    } finally {
+      await producer.close();
+    }
+  }
+  notes.push(
+    ...options.notes,
+    `ratios: ${label(sizes[0] ?? 0)} ÷ the smaller backlogs (targets: throughput ≥ 0.8× at 1M vs 10k, memory flat)`,
+  );
+  // The columns largest first: the first contender seen is the one ratios are taken from.
+  measures.sort(
+    (a, b) =>
+      sizes.indexOf(Number(a.contender.replace(/\D/g, ''))) -
+      sizes.indexOf(Number(b.contender.replace(/\D/g, ''))),
+  );
+  return {
+    suite: `${options.suite} backlog series`,
+    measures,
+    notes,
+    ours: [label(sizes[0] ?? 0)],
+  };
 }
 
 /** Pickup latency samples of one contender, in ms. */

@@ -1,7 +1,8 @@
 /**
  * `pnpm bench [sqlite|postgres|mysql|typeorm ...] [--quick]`: runs the chosen suites (default:
  * all of them; a suite whose database is unreachable reports that and is skipped) and prints a
- * table per suite with ratios ours ÷ theirs.
+ * table per suite with ratios ours ÷ theirs. `pnpm bench plans …` prints the hot statements'
+ * query plans instead (`plans.ts`).
  */
 import { type BenchOptions, type BenchReport, type BenchSuite, printReport } from './harness.js';
 
@@ -51,6 +52,13 @@ async function loadSuite(name: SuiteName): Promise<BenchSuite | string> {
 }
 
 async function main(): Promise<void> {
+  const argv = process.argv.slice(2).filter((arg) => arg !== '--');
+  if (argv[0] === 'plans') {
+    // `pnpm bench plans [postgres|mysql|sqlite] [--rows N]`: query plans, see plans.ts.
+    const { runPlans } = await import('./plans.js');
+    await runPlans(argv.slice(1));
+    return;
+  }
   const { suites, options } = parseArgs(process.argv.slice(2));
   const reports: BenchReport[] = [];
   const skipped: string[] = [];
@@ -63,9 +71,11 @@ async function main(): Promise<void> {
     }
     console.log(`\n[bench] ${name}${options.quick ? ' (quick)' : ''} ...`);
     try {
-      const report = await suite(options);
-      reports.push(report);
-      printReport(report);
+      const result = await suite(options);
+      for (const report of Array.isArray(result) ? result : [result]) {
+        reports.push(report);
+        printReport(report);
+      }
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       if (/ECONNREFUSED|ENOTFOUND|connect/i.test(message)) {

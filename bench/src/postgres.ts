@@ -1,31 +1,37 @@
 /**
- * PostgreSQL suite: @jobs/postgres vs graphile-worker (0.16.6) and pg-boss (10.4.2) on the same
- * database, each in its own schema, same concurrency, one run:
- * - throughput: 20,000 no-op jobs enqueued up front (bulk), then 1 and 2 worker processes at
- *   concurrency 10 run them; time from "go" until every job ran and is marked done in the
- *   database;
- * - pickup latency: one worker process, jobs enqueued one by one at 50/s from another process;
- *   enqueue-call start → handler start, p50/p95/p99;
- * - single enqueue rate (sequential awaited calls) and bulk enqueue rate (batches of 1,000).
+ * PostgreSQL suite: @jobs/postgres in its default configuration (no prefetch option: adaptive
+ * batches) and tuned (a fixed prefetch), against graphile-worker 0.18 and pg-boss 12 each in
+ * the fastest configuration its documentation gives, on the same database, each in its own
+ * schema, every worker process at concurrency 10:
+ * - throughput: no-op jobs enqueued up front (bulk), then 1 and 2 worker processes run them;
+ *   time from "go" until every job ran and is done in the database; round trips per job and
+ *   the worker's peak RSS;
+ * - pickup latency: one worker process per contender, all at once, jobs enqueued one by one at
+ *   50/s from this process; enqueue-call start → handler start, p50/p95/p99;
+ * - single and bulk enqueue;
+ * - backlog series (ours, default configuration): 10k, 100k and 1M jobs enqueued up front on a
+ *   fresh table that is never analysed (autovacuum off for it), drained by one worker process.
  */
 import { fileURLToPath } from 'node:url';
 import { JobEngine } from '@jobs/core';
 import { PostgresJobStore } from '@jobs/postgres';
 import { makeWorkerUtils, runMigrations } from 'graphile-worker';
 import pg from 'pg';
-import PgBoss from 'pg-boss';
+import { PgBoss } from 'pg-boss';
 import {
   type BenchOptions,
   type BenchReport,
+  backlogSeries,
+  type DrainResult,
+  drainWithWorkers,
   dropPostgresSchemas,
-  enqueueInBatches,
   latencyMeasures,
+  type Producer,
   pickupLatency,
   reportParts,
   serverSuiteSizes,
   singleEnqueueRates,
-  sleep,
-  timedWorkerRun,
+  throughputRuns,
 } from './harness.js';
 import type { Contender, PgWorkerArgs, PgWorkerResult } from './peers/pg-worker.js';
 
@@ -35,27 +41,27 @@ const CONCURRENCY = 10;
 const QUEUE = 'noop';
 const SCHEMAS: Record<Contender, string> = {
   ours: 'bench_jobs',
+  'ours-tuned': 'bench_jobs_tuned',
   'graphile-worker': 'bench_graphile',
   'pg-boss': 'bench_pgboss',
 };
-const ALL_CONTENDERS: Contender[] = ['ours', 'graphile-worker', 'pg-boss'];
-/** `BENCH_PG_CONTENDERS=ours,pg-boss` runs a subset (default: all three). */
+const NAMES: Record<Contender, string> = {
+  ours: '@jobs/postgres',
+  'ours-tuned': '@jobs/postgres tuned',
+  'graphile-worker': 'graphile-worker',
+  'pg-boss': 'pg-boss',
+};
+const ALL_CONTENDERS: Contender[] = ['ours', 'ours-tuned', 'graphile-worker', 'pg-boss'];
+/** `BENCH_PG_CONTENDERS=ours,pg-boss` runs a subset (default: all). */
 const CONTENDERS: Contender[] = process.env.BENCH_PG_CONTENDERS
   ? ALL_CONTENDERS.filter((c) => process.env.BENCH_PG_CONTENDERS?.split(',').includes(c))
   : ALL_CONTENDERS;
-/** Our engine's in-memory prefetch beyond `concurrency`: batches of up to 500 (the batch size lever, see DESIGN.md). */
-const OURS_PREFETCH = 490;
-/** pg-boss jobs fetched per poll by each of its `concurrency` workers. */
-const PGBOSS_BATCH = 500;
-
-/** Enqueue-side client of one contender, in this (parent) process. */
-interface Producer {
-  single(payload: object): Promise<void>;
-  bulk(payloads: object[]): Promise<void>;
-  /** Jobs not finished yet (waiting or running). */
-  remaining(): Promise<number>;
-  close(): Promise<void>;
-}
+/** Our tuned configuration: a fixed prefetch, batches of up to 1,000 from the first one. */
+const TUNED_PREFETCH = 990;
+/** graphile-worker's `localQueue.size`, as on its Performance page. */
+const GRAPHILE_LOCAL_QUEUE = 500;
+/** pg-boss jobs fetched per poll by each of its `localConcurrency` pollers. */
+const PGBOSS_BATCH = 50;
 
 async function resetSchema(contender: Contender): Promise<void> {
   await dropPostgresSchemas(URL_, [SCHEMAS[contender]]);
@@ -63,9 +69,11 @@ async function resetSchema(contender: Contender): Promise<void> {
 
 async function openProducer(contender: Contender): Promise<Producer> {
   const schema = SCHEMAS[contender];
-  if (contender === 'ours') {
+  if (contender === 'ours' || contender === 'ours-tuned') {
     const store = new PostgresJobStore({ connectionString: URL_, schema, max: 4 });
     await store.migrate();
+    // The table is never analysed while the bench uses it (see the backlog series).
+    await store.pool.query(`ALTER TABLE "${schema}".jobs SET (autovacuum_enabled = false)`);
     const client = new JobEngine({ store });
     return {
       single: async (payload) => {
@@ -89,13 +97,8 @@ async function openProducer(contender: Contender): Promise<Producer> {
       single: async (payload) => {
         await utils.addJob(QUEUE, payload);
       },
-      // graphile-worker's bulk API (0.16) is the `add_jobs` SQL function.
       bulk: async (payloads) => {
-        await pool.query(
-          `SELECT "${schema}".add_jobs(array(
-             SELECT json_populate_recordset(null::"${schema}".job_spec, $1::json)))`,
-          [JSON.stringify(payloads.map((payload) => ({ identifier: QUEUE, payload })))],
-        );
+        await utils.addJobs(payloads.map((payload) => ({ identifier: QUEUE, payload })));
       },
       remaining: async () => {
         const { rows } = await pool.query(
@@ -118,14 +121,17 @@ async function openProducer(contender: Contender): Promise<Producer> {
   });
   boss.on('error', () => {});
   await boss.start();
-  await boss.createQueue(QUEUE);
+  await boss.createQueue(QUEUE, { notify: true });
   const pool = new pg.Pool({ connectionString: URL_, max: 1 });
   return {
     single: async (payload) => {
       await boss.send(QUEUE, payload);
     },
     bulk: async (payloads) => {
-      await boss.insert(payloads.map((data) => ({ name: QUEUE, data })));
+      await boss.insert(
+        QUEUE,
+        payloads.map((data) => ({ data })),
+      );
     },
     remaining: async () => {
       const { rows } = await pool.query(
@@ -134,15 +140,10 @@ async function openProducer(contender: Contender): Promise<Producer> {
       return rows[0].n as number;
     },
     close: async () => {
-      await boss.stop({ graceful: false, wait: true });
+      await boss.stop({ graceful: false });
       await pool.end();
     },
   };
-}
-
-/** The contender's column in the report. */
-function nameOf(contender: Contender): string {
-  return contender === 'ours' ? '@jobs/postgres' : contender;
 }
 
 function workerArgs(contender: Contender): PgWorkerArgs {
@@ -151,57 +152,62 @@ function workerArgs(contender: Contender): PgWorkerArgs {
     url: URL_,
     schema: SCHEMAS[contender],
     concurrency: CONCURRENCY,
-    prefetch: OURS_PREFETCH,
+    prefetch: contender === 'ours-tuned' ? TUNED_PREFETCH : null,
+    graphileLocalQueue: GRAPHILE_LOCAL_QUEUE,
     pgBossBatchSize: PGBOSS_BATCH,
     queue: QUEUE,
   };
 }
 
-/** Runs `total` pre-enqueued jobs with `processes` workers; returns jobs/s. */
-async function throughput(
+/** Runs `total` pre-enqueued jobs with `processes` workers. */
+function throughput(
   contender: Contender,
   producer: Producer,
   total: number,
   processes: number,
-): Promise<{ rate: number; ran: number; roundTripsPerJob: number; left: number }> {
-  let left = 0;
-  const { ms, results } = await timedWorkerRun<PgWorkerResult>({
+): Promise<DrainResult> {
+  return drainWithWorkers<PgWorkerResult>({
     module: WORKER,
     processes,
     args: () => workerArgs(contender),
-    finished: (ran) => ran >= total,
-    timeoutMs: 120_000,
-    what: `${contender} ran ${total} jobs`,
-    // Done means done in the database: wait (workers still running) until no job is left
-    // waiting, running or uncompleted, and count that time.
-    settle: async (handlersMs, elapsed) => {
-      left = await producer.remaining();
-      const settleBy = Date.now() + 30_000;
-      while (left > 0 && Date.now() < settleBy) {
-        await sleep(20);
-        left = await producer.remaining();
-      }
-      return left === 0 ? elapsed.ms() : handlersMs;
-    },
+    total,
+    remaining: () => producer.remaining(),
+    what: `${NAMES[contender]}: ${processes} process(es) ran ${total} jobs`,
   });
-  const ran = results.reduce((a, r) => a + r.count, 0);
-  const queries = results.reduce((a, r) => a + r.queries, 0);
-  return { rate: (total / ms) * 1000, ran, roundTripsPerJob: queries / total, left };
+}
+
+/** When the table was last analysed (by hand or autovacuum), or `never`. */
+async function lastAnalysed(schema: string): Promise<string> {
+  const client = new pg.Client({ connectionString: URL_ });
+  await client.connect();
+  try {
+    const { rows } = await client.query(
+      `SELECT greatest(last_analyze, last_autoanalyze) AS at FROM pg_stat_user_tables
+       WHERE schemaname = $1 AND relname = 'jobs'`,
+      [schema],
+    );
+    return rows[0]?.at ? String(rows[0].at) : 'never';
+  } finally {
+    await client.end();
+  }
 }
 
 /** Runs the PostgreSQL suite; see the file header. */
-export async function runPostgresBench(options: BenchOptions): Promise<BenchReport> {
+export async function runPostgresBench(options: BenchOptions): Promise<BenchReport[]> {
   const { total, latencyJobs, singles } = serverSuiteSizes(options);
-  const { measures, notes, add } = reportParts(nameOf);
+  const parts = reportParts((c: Contender) => NAMES[c]);
+  const { measures, notes, add } = parts;
 
   // Reachability first, with a clear message.
   const probe = new pg.Client({ connectionString: URL_, connectionTimeoutMillis: 2_000 });
   await probe.connect();
+  const version = (await probe.query('SHOW server_version')).rows[0]?.server_version as string;
   await probe.end();
 
   const producers = new Map<Contender, Producer>();
   const reopen = async (contender: Contender): Promise<Producer> => {
     await producers.get(contender)?.close();
+    producers.delete(contender);
     await resetSchema(contender);
     const producer = await openProducer(contender);
     producers.set(contender, producer);
@@ -210,8 +216,6 @@ export async function runPostgresBench(options: BenchOptions): Promise<BenchRepo
   try {
     for (const contender of CONTENDERS) await reopen(contender);
 
-    // Single enqueue: sequential awaited calls (as an app enqueues one job per request),
-    // interleaved in rounds so every contender sees the same disk (fsync) conditions.
     console.log('[bench] postgres: single enqueue ...');
     const singleRates = await singleEnqueueRates(CONTENDERS, singles, (contender, i) =>
       (producers.get(contender) as Producer).single({ i }),
@@ -220,47 +224,24 @@ export async function runPostgresBench(options: BenchOptions): Promise<BenchRepo
       add('enqueue single (jobs/s)', contender, rate, 'jobs/s', true);
     }
 
-    // Throughput: the machine belongs to one contender at a time.
     for (const contender of CONTENDERS) {
-      for (const processes of [1, 2]) {
-        console.log(`[bench] postgres: ${contender} throughput, ${processes} process(es) ...`);
-        const producer = await reopen(contender);
-        const bulkMs = await enqueueInBatches(total, (payloads) => producer.bulk(payloads));
-        if (processes === 1) {
-          add(
-            'enqueue bulk, batches of 1,000 (jobs/s)',
-            contender,
-            (total / bulkMs) * 1000,
-            'jobs/s',
-            true,
-          );
-        }
-        const { rate, ran, roundTripsPerJob, left } = await throughput(
-          contender,
-          producer,
-          total,
-          processes,
-        );
-        if (processes === 1) {
-          add('worker round trips per job (1 proc)', contender, roundTripsPerJob, 'rt', false);
-        }
-        if (left > 0) {
-          notes.push(
-            `${contender}: ${processes} proc: ${left} job(s) still not marked done 30 s after all handlers ran (rate counts handler runs only)`,
-          );
-        }
-        add(
-          `throughput ${processes} proc × ${CONCURRENCY} (jobs/s)`,
-          contender,
-          rate,
-          'jobs/s',
-          true,
-        );
-        if (ran !== total) {
-          notes.push(`${contender}: ${processes} proc ran ${ran} handler calls for ${total} jobs`);
-        }
-      }
+      await producers.get(contender)?.close();
+      producers.delete(contender);
     }
+
+    await throughputRuns({
+      suite: 'postgres',
+      contenders: CONTENDERS,
+      name: (contender) => NAMES[contender],
+      jobs: () => total,
+      open: async (contender) => {
+        await resetSchema(contender);
+        return openProducer(contender);
+      },
+      drain: throughput,
+      commands: () => ['worker round trips per job (1 proc)', 'rt'],
+      parts,
+    });
 
     console.log('[bench] postgres: pickup latency (all contenders at once) ...');
     for (const contender of CONTENDERS) await reopen(contender);
@@ -274,12 +255,12 @@ export async function runPostgresBench(options: BenchOptions): Promise<BenchRepo
     for (const [contender, { fromCall, fromCommit }] of samples) {
       measures.push(
         ...latencyMeasures(
-          nameOf(contender),
+          NAMES[contender],
           fromCall,
           (p) => `enqueue call → start p${p} at 50/s (ms)`,
         ),
         ...latencyMeasures(
-          nameOf(contender),
+          NAMES[contender],
           fromCommit,
           (p) => `commit ack → start p${p} at 50/s (ms)`,
           [50, 99],
@@ -293,11 +274,40 @@ export async function runPostgresBench(options: BenchOptions): Promise<BenchRepo
     }
   }
   notes.push(
-    `same database, own schema each; concurrency ${CONCURRENCY} per worker process; ${total} no-op jobs; ${latencyJobs} latency samples; ${singles} single enqueues`,
-    `@jobs/postgres: JobEngine concurrency ${CONCURRENCY}, prefetch ${OURS_PREFETCH}, completeAndAcquire batching, LISTEN/NOTIFY`,
-    'graphile-worker 0.16.6: concurrency 10, preparedStatements, LISTEN/NOTIFY (localQueue and batched completion only exist from 0.17)',
-    `pg-boss 10.4.2: ${CONCURRENCY} work() registrations × batchSize ${PGBOSS_BATCH}, pollingIntervalSeconds 0.5 (its minimum; no cross-process notify)`,
-    'ratios: for jobs/s higher is better, for ms lower is better',
+    `PostgreSQL ${version}; same database, own schema each; concurrency ${CONCURRENCY} per worker process; ${total} no-op jobs; ${latencyJobs} latency samples; ${singles} single enqueues`,
+    '@jobs/postgres: JobEngine({ concurrency: 10 }) and nothing else: adaptive batches (up to 500), completeAndAcquire in one statement, LISTEN/NOTIFY',
+    `@jobs/postgres tuned: the same with prefetch: ${TUNED_PREFETCH} (batches of up to ${TUNED_PREFETCH + CONCURRENCY} from the first acquisition)`,
+    `graphile-worker 0.18.0: concurrency 10, maxPoolSize 12, prepared statements, localQueue { size: ${GRAPHILE_LOCAL_QUEUE} }, completeJobBatchDelay 0, failJobBatchDelay 0 (its Performance page); bulk enqueue with addJobs`,
+    `pg-boss 12.38.0: useListenNotify + queue notify: true, work() with localConcurrency 10 × batchSize ${PGBOSS_BATCH}, burstWhenBatchFull, polling 0.5 s (its minimum); bulk enqueue with insert()`,
+    'round trips: statements the worker process sent on every connection (counted at pg.Client#query) ÷ jobs',
+    'ratios: for jobs/s higher is better, for ms, rt and MiB lower is better',
   );
-  return { suite: 'postgres', measures, notes };
+  const backlog = CONTENDERS.includes('ours')
+    ? [
+        await backlogSeries({
+          suite: 'postgres',
+          sizes: options.quick ? [10_000, 100_000] : [10_000, 100_000, 1_000_000],
+          open: async () => {
+            await resetSchema('ours');
+            return openProducer('ours');
+          },
+          drain: (producer, jobs) => throughput('ours', producer, jobs, 1),
+          commands: ['worker round trips per job', 'rt'],
+          describe: async () => `table analysed: ${await lastAnalysed(SCHEMAS.ours)}`,
+          notes: [
+            `one worker process, @jobs/postgres default configuration (adaptive prefetch), concurrency ${CONCURRENCY}; each size on a fresh table with autovacuum off, so it is never analysed (nor vacuumed) while it drains`,
+          ],
+        }),
+      ]
+    : [];
+  await resetSchema('ours');
+  return [
+    {
+      suite: 'postgres',
+      measures,
+      notes,
+      ours: [NAMES.ours, NAMES['ours-tuned']],
+    },
+    ...backlog,
+  ];
 }

@@ -1,280 +1,361 @@
 /**
- * SQLite suite: @jobs/sqlite (better-sqlite3, WAL, synchronous=NORMAL) in one process.
- * - bulk enqueue: `jobs` no-op jobs (default 10,000) in batches of 1,000 through `enqueueMany`;
- * - throughput: one JobEngine (concurrency 10, prefetch 190) runs them; time from start until
- *   every job completed; statements and transactions per job counted on the store;
- * - pickup latency: jobs enqueued one at a time at ~200/s through the running engine
- *   (enqueue-call start → handler start), and the same from ANOTHER connection to the file,
- *   which the engine only learns about through `PRAGMA data_version` (checked every 10 ms by default);
- * - multi-process throughput: 2 and 3 worker processes (one engine each) drain one file;
- * - single enqueue rate (sequential awaited calls).
+ * SQLite suite: @jobs/sqlite (better-sqlite3, WAL) in its default configuration and tuned,
+ * against plainjob and liteque (both better-sqlite3 queues), each on its own file, every worker
+ * process at concurrency 10:
+ * - throughput: no-op jobs enqueued up front, then 1 and 2 worker processes drain the file;
+ *   statements per job (every statement a worker ran, counted at better-sqlite3) and peak RSS;
+ * - pickup latency: jobs enqueued one at a time at 50/s from this process (another connection),
+ *   one worker process per contender, all at once; enqueue-call start → handler start;
+ * - single enqueue;
+ * - backlog series (ours, default configuration): 10k, 100k and 1M jobs on a fresh file.
  *
- * Run alone: `npx tsx bench/src/sqlite.ts [--quick] [--jobs N]`.
+ * Run alone: `npx tsx bench/src/sqlite.ts [--quick]`. This file is also the worker process.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { performance } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { JobEngine } from '@jobs/core';
-import { SqliteJobStore, type SqliteStoreCounters } from '@jobs/sqlite';
+import { JobEngine, silentLogger } from '@jobs/core';
+import { SqliteJobStore } from '@jobs/sqlite';
+import Database from 'better-sqlite3';
+import { drizzle } from 'drizzle-orm/better-sqlite3';
+import { type buildDBClient, migrateDB, Runner, SqliteQueue } from 'liteque';
+import { better, defineQueue, defineWorker, JobStatus } from 'plainjob';
 import {
-  type BenchMeasure,
   type BenchOptions,
   type BenchReport,
-  drainInProcess,
-  enqueueInBatches,
+  backlogSeries,
+  type DrainResult,
+  drainWithWorkers,
+  jobRecorder,
   latencyMeasures,
-  paced,
+  measuredWork,
+  type Producer,
+  pickupLatency,
   printReport,
+  reportParts,
   serveWorker,
   singleEnqueueRates,
-  timedWorkerRun,
+  throughputRuns,
   type WorkerIo,
-  waitUntil,
-  workUntilStopped,
+  type WorkerStats,
 } from './harness.js';
 
-const CONTENDER = '@jobs/sqlite';
+/**
+ * better-sqlite3 10 for liteque: liteque 0.8 dequeues through `db.transaction(async …)`, which
+ * better-sqlite3 11 and later reject ("Transaction function cannot return a promise"), so it
+ * runs on the last release it works with (the `better-sqlite3-legacy` alias in package.json).
+ */
+const LitequeDatabase = createRequire(import.meta.url)('better-sqlite3-legacy') as typeof Database;
 const CONCURRENCY = 10;
-/** Jobs leased beyond `concurrency`: the batch-size lever (see DESIGN.md). */
-const PREFETCH = 190;
-const BULK_BATCH = 1_000;
-const LATENCY_RATE = 200;
+/** Our tuned configuration: a fixed prefetch (batches of up to 500 from the first one). */
+const TUNED_PREFETCH = 490;
+/** The peers' poll interval: our engine checks `PRAGMA data_version` every 10 ms by default. */
+const PEER_POLL_MS = 10;
+const QUEUE = 'noop';
 const SELF = fileURLToPath(import.meta.url);
 
+type Contender = 'ours' | 'ours-tuned' | 'plainjob' | 'liteque';
+const CONTENDERS: Contender[] = ['ours', 'ours-tuned', 'plainjob', 'liteque'];
+const NAMES: Record<Contender, string> = {
+  ours: '@jobs/sqlite',
+  'ours-tuned': '@jobs/sqlite tuned',
+  plainjob: 'plainjob',
+  liteque: 'liteque',
+};
+
 interface WorkerArgs {
+  contender: Contender;
   filename: string;
 }
 
-interface WorkerResult {
-  ran: number;
-  counters: SqliteStoreCounters;
+/** `commands`: statements this process ran between `go` and `stop`. */
+type WorkerResult = WorkerStats;
+
+/**
+ * Counts statements run through better-sqlite3 in this process (every contender uses it):
+ * `run`, `get`, `all` and `iterate` of prepared statements, and `exec`.
+ */
+function countStatements(): () => number {
+  let count = 0;
+  const wrap = (target: Record<string, unknown>, name: string): void => {
+    const original = target[name] as (...args: unknown[]) => unknown;
+    target[name] = function counted(this: unknown, ...args: unknown[]) {
+      count++;
+      return original.apply(this, args);
+    };
+  };
+  // Both copies: ours and plainjob run on better-sqlite3 12, liteque on 10.
+  for (const Driver of [Database, LitequeDatabase]) {
+    const probe = new Driver(':memory:');
+    const statement = Object.getPrototypeOf(probe.prepare('SELECT 1')) as Record<string, unknown>;
+    const database = Object.getPrototypeOf(probe) as Record<string, unknown>;
+    probe.close();
+    for (const name of ['run', 'get', 'all', 'iterate']) wrap(statement, name);
+    wrap(database, 'exec');
+  }
+  return () => count;
 }
 
-/** A worker process: one engine on the shared file, from `go` until the parent says `stop`. */
-async function sqliteWorker(args: WorkerArgs, io: WorkerIo): Promise<WorkerResult> {
-  const store = new SqliteJobStore({ filename: args.filename });
-  let ran = 0;
-  const engine = new JobEngine({
-    store,
-    concurrency: CONCURRENCY,
-    prefetch: PREFETCH,
-    handlers: {
-      noop: () => {
-        ran += 1;
+async function openProducer(contender: Contender, filename: string): Promise<Producer> {
+  if (contender === 'plainjob') {
+    const db = new Database(filename);
+    const queue = defineQueue({ connection: better(db), logger: quiet });
+    return {
+      single: async (payload) => {
+        queue.add(QUEUE, payload);
       },
-    },
-  });
-  await workUntilStopped(io, {
-    start: () => engine.start(),
-    stop: () => engine.stop({ timeoutMs: 5_000 }),
-    count: () => ran,
-  });
-  const counters = store.counters;
-  await store.close();
-  return { ran, counters };
-}
-
-/** Jobs run by `processes` worker processes on one file; returns jobs/s and statements/job. */
-async function multiProcessThroughput(
-  folder: string,
-  processes: number,
-  total: number,
-): Promise<{ perSecond: number; statementsPerJob: number }> {
-  const filename = join(folder, `processes-${processes}.db`);
+      bulk: async (payloads) => {
+        queue.addMany(QUEUE, payloads);
+      },
+      remaining: async () =>
+        queue.countJobs({ status: JobStatus.Pending }) +
+        queue.countJobs({ status: JobStatus.Processing }),
+      close: async () => {
+        queue.close();
+        db.close();
+      },
+    };
+  }
+  if (contender === 'liteque') {
+    const { db, close } = openLiteque(filename);
+    migrateDB(db);
+    const queue = new SqliteQueue<object>(QUEUE, db, {
+      defaultJobArgs: { numRetries: 0 },
+      keepFailedJobs: false,
+    });
+    return {
+      single: async (payload) => {
+        await queue.enqueue(payload);
+      },
+      // liteque has no bulk enqueue.
+      bulk: async (payloads) => {
+        for (const payload of payloads) await queue.enqueue(payload);
+      },
+      remaining: async () => {
+        const stats = await queue.stats();
+        return stats.pending + stats.pending_retry + stats.running;
+      },
+      close: async () => {
+        close();
+      },
+    };
+  }
   const store = new SqliteJobStore({ filename });
   await store.migrate();
-  const client = new JobEngine({ store });
-  await enqueueInBatches(
-    total,
-    (payloads) => client.enqueueMany(payloads.map((payload) => ({ type: 'noop', payload }))),
-    BULK_BATCH,
-  );
-  const remaining = store.db.prepare('SELECT COUNT(*) FROM jobs').pluck();
-  try {
-    const { ms, results } = await timedWorkerRun<WorkerResult>({
-      module: SELF,
-      processes,
-      args: () => ({ filename }) satisfies WorkerArgs,
-      finished: () => {
-        const left = Number(remaining.get());
-        progress(`sqlite ${processes} processes: ${total - left}/${total} jobs`);
-        return left === 0;
-      },
-      timeoutMs: 600_000,
-      what: `${processes} processes to run ${total} jobs`,
-      everyMs: 10,
-    });
-    endProgress();
-    const ran = results.reduce((sum, r) => sum + r.ran, 0);
-    if (ran !== total) throw new Error(`${processes} processes ran ${ran} jobs, expected ${total}`);
-    const statements = results.reduce((sum, r) => sum + r.counters.statements, 0);
-    return { perSecond: (total / ms) * 1000, statementsPerJob: statements / total };
-  } finally {
-    await store.close();
-  }
-}
-
-export interface SqliteBenchOptions extends Partial<BenchOptions> {
-  /** No-op jobs for the throughput run. Default 10,000 (2,000 with `quick`). */
-  jobs?: number;
-}
-
-function progress(line: string): void {
-  if (process.stderr.isTTY) process.stderr.write(`\r${line.padEnd(70)}`);
-  else process.stderr.write(`${line}\n`);
-}
-
-function endProgress(): void {
-  if (process.stderr.isTTY) process.stderr.write('\n');
-}
-
-function diff(after: SqliteStoreCounters, before: SqliteStoreCounters): SqliteStoreCounters {
+  const client = new JobEngine({ store, logger: silentLogger });
+  const remaining = store.db.prepare('SELECT COUNT(*) FROM jobs_jobs').pluck();
   return {
-    statements: after.statements - before.statements,
-    transactions: after.transactions - before.transactions,
+    single: async (payload) => {
+      await client.enqueue(QUEUE, payload);
+    },
+    bulk: async (payloads) => {
+      await client.enqueueMany(payloads.map((payload) => ({ type: QUEUE, payload })));
+    },
+    remaining: async () => Number(remaining.get()),
+    close: () => store.close(),
   };
 }
 
-/** Runs the SQLite suite and returns its report (also printed when run alone). */
-export async function runSqliteBench(options: SqliteBenchOptions = {}): Promise<BenchReport> {
-  const quick = options.quick ?? false;
-  const total = options.jobs ?? (quick ? 2_000 : 10_000);
-  const latencyJobs = quick ? 200 : 1_000;
-  const folder = mkdtempSync(join(tmpdir(), 'jobs-bench-sqlite-'));
-  const measures: BenchMeasure[] = [];
-  const notes: string[] = [];
-  const measure = (metric: string, value: number, unit: string, higherIsBetter: boolean): void => {
-    measures.push({ metric, contender: CONTENDER, value, unit, higherIsBetter });
-  };
+const quiet = { error() {}, warn() {}, info() {}, debug() {} };
 
-  try {
-    // ---- throughput: bulk enqueue up front, then one engine drains the file ----
-    {
-      const store = new SqliteJobStore({ filename: join(folder, 'throughput.db') });
-      let before = store.counters;
-      const { enqueueMs, runMs } = await drainInProcess(store, total, {
-        concurrency: CONCURRENCY,
-        prefetch: PREFETCH,
-        beforeRun: () => {
-          before = store.counters;
-        },
-        progress: (done) => progress(`sqlite throughput: ${done}/${total} jobs`),
-      });
-      measure('bulk enqueue (jobs/s)', (total / enqueueMs) * 1000, 'jobs/s', true);
-      progress(`sqlite throughput: ${total}/${total} jobs in ${Math.round(runMs)} ms`);
-      endProgress();
-      const used = diff(store.counters, before);
-      await store.close();
-      measure(
-        `throughput, 1 engine c=${CONCURRENCY} (jobs/s)`,
-        (total / runMs) * 1000,
-        'jobs/s',
-        true,
-      );
-      measure('statements per job (run phase)', used.statements / total, 'stmt', false);
-      measure('transactions per job (run phase)', used.transactions / total, 'tx', false);
-      notes.push(
-        `throughput: ${total} no-op jobs enqueued up front in batches of ${BULK_BATCH}, one engine, concurrency ${CONCURRENCY}, prefetch ${PREFETCH}`,
-        `round trips per job = statements executed on the store while the engine ran (acquire, complete(+acquire), renew, recover, nextDueAt) ÷ jobs; SQLite is in-process, each statement is a call, not a network round trip`,
-      );
-    }
+/**
+ * liteque's database on `filename`, as its `buildDBClient(filename, { walEnabled: true })` opens
+ * it (same pragmas), on better-sqlite3 10 (see `LitequeDatabase`).
+ */
+function openLiteque(filename: string): { db: ReturnType<typeof buildDBClient>; close(): void } {
+  const sqlite = new LitequeDatabase(filename);
+  for (const pragma of [
+    'journal_mode = WAL',
+    'synchronous = NORMAL',
+    'cache_size = -65536',
+    'foreign_keys = ON',
+    'temp_store = MEMORY',
+  ]) {
+    sqlite.pragma(pragma);
+  }
+  const db = drizzle(sqlite) as unknown as ReturnType<typeof buildDBClient>;
+  return { db, close: () => sqlite.close() };
+}
 
-    // ---- several processes on one file ----
-    for (const processes of [2, 3]) {
-      const result = await multiProcessThroughput(folder, processes, total);
-      measure(
-        `throughput, ${processes} processes c=${CONCURRENCY} (jobs/s)`,
-        result.perSecond,
-        'jobs/s',
-        true,
-      );
-      measure(`statements per job, ${processes} processes`, result.statementsPerJob, 'stmt', false);
-    }
-    notes.push(
-      `processes: the same ${total} jobs drained by 2 and 3 worker processes, one engine each (same settings), sharing the file through BEGIN IMMEDIATE`,
+/** A worker process: one contender on the file, from `go` until the parent says `stop`. */
+async function sqliteWorker(args: WorkerArgs, io: WorkerIo): Promise<WorkerResult> {
+  const statements = countStatements();
+  const recorder = jobRecorder();
+  const onJob = recorder.onJob;
+  let start: () => Promise<void>;
+  let stop: () => Promise<void>;
+  if (args.contender === 'plainjob') {
+    const db = new Database(args.filename);
+    const queue = defineQueue({ connection: better(db), logger: quiet });
+    // plainjob runs one job at a time per worker: concurrency 10 is ten workers.
+    const workers = Array.from({ length: CONCURRENCY }, () =>
+      defineWorker(QUEUE, (job) => onJob(JSON.parse(job.data)), {
+        queue,
+        pollIntervall: PEER_POLL_MS,
+        logger: quiet,
+      }),
     );
-
-    // ---- pickup latency and single enqueue ----
-    {
-      const filename = join(folder, 'latency.db');
-      const store = new SqliteJobStore({ filename });
-      await store.migrate();
-      const started = new Map<number, number>();
-      const engine = new JobEngine({
-        store,
-        concurrency: CONCURRENCY,
-        prefetch: PREFETCH,
-        handlers: {
-          noop: (job) => {
-            started.set((job.payload as { n: number }).n, performance.now());
-          },
-        },
-      });
-      await engine.start();
-
-      // same engine enqueues: immediate dispatch after commit
-      const sentLocal = new Map<number, number>();
-      await paced(latencyJobs, LATENCY_RATE, async (n) => {
-        sentLocal.set(n, performance.now());
-        await engine.enqueue('noop', { n });
-        if (n % 100 === 0) progress(`sqlite latency (same engine): ${n}/${latencyJobs}`);
-      });
-      await waitUntil(() => started.size >= latencyJobs, 60_000, 'local latency jobs to start', 5);
-      const local = [...sentLocal].map(([n, t]) => started.get(n)! - t);
-
-      // another connection enqueues: the engine wakes on PRAGMA data_version
-      const producer = new SqliteJobStore({ filename });
-      const client = new JobEngine({ store: producer });
-      const sentRemote = new Map<number, number>();
-      await paced(latencyJobs, LATENCY_RATE, async (i) => {
-        const n = latencyJobs + i;
-        sentRemote.set(n, performance.now());
-        await client.enqueue('noop', { n });
-        if (i % 100 === 0) progress(`sqlite latency (other connection): ${i}/${latencyJobs}`);
-      });
-      await waitUntil(
-        () => started.size >= 2 * latencyJobs,
-        60_000,
-        'remote latency jobs to start',
-        5,
-      );
-      const remote = [...sentRemote].map(([n, t]) => started.get(n)! - t);
-      endProgress();
-
+    let running: Promise<void>[] = [];
+    start = async () => {
+      running = workers.map((w) => w.start());
+    };
+    stop = async () => {
+      await Promise.all(workers.map((w) => w.stop()));
+      await Promise.allSettled(running);
+      queue.close();
+      db.close();
+    };
+  } else if (args.contender === 'liteque') {
+    const { db, close } = openLiteque(args.filename);
+    const queue = new SqliteQueue<object>(QUEUE, db, {
+      defaultJobArgs: { numRetries: 0 },
+      keepFailedJobs: false,
+    });
+    const runner = new Runner<object>(
+      queue,
+      { run: async (job) => onJob(job.data) },
+      { concurrency: CONCURRENCY, pollIntervalMs: PEER_POLL_MS, timeoutSecs: 60 },
+    );
+    let running: Promise<void> = Promise.resolve();
+    start = async () => {
+      running = runner.run();
+    };
+    stop = async () => {
+      runner.stop();
+      await running;
+      close();
+    };
+  } else {
+    const store = new SqliteJobStore({ filename: args.filename });
+    const engine = new JobEngine({
+      store,
+      concurrency: CONCURRENCY,
+      ...(args.contender === 'ours-tuned' ? { prefetch: TUNED_PREFETCH } : {}),
+      logger: silentLogger,
+      handlers: { [QUEUE]: (job) => onJob(job.payload) },
+    });
+    start = () => engine.start();
+    stop = async () => {
       await engine.stop({ timeoutMs: 5_000 });
-      // single enqueue: sequential awaited calls, no engine running
-      const singles = quick ? 500 : 2_000;
-      const singleRates = await singleEnqueueRates(
-        [CONTENDER],
-        singles,
-        (_, i) => client.enqueue('noop', { i }),
-        1,
-      );
-      await producer.close();
       await store.close();
+    };
+  }
+  return measuredWork(io, { start, stop }, recorder, statements);
+}
 
-      measures.push(
-        ...latencyMeasures(CONTENDER, local, (p) => `pickup latency p${p}, same engine (ms)`),
-        ...latencyMeasures(CONTENDER, remote, (p) => `pickup latency p${p}, other connection (ms)`),
-      );
-      measure('single enqueue (jobs/s)', singleRates.get(CONTENDER) ?? Number.NaN, 'jobs/s', true);
-      notes.push(
-        `latency: ${latencyJobs} jobs enqueued one at a time at ${LATENCY_RATE}/s, enqueue-call start → handler start; "other connection" enqueues through a second store on the same file (wake-up via PRAGMA data_version, checked every 10 ms, the store default)`,
-      );
+/** `processes` workers drain `total` jobs already in the file, until none is left. */
+function throughput(
+  contender: Contender,
+  producer: Producer,
+  filename: string,
+  total: number,
+  processes: number,
+): Promise<DrainResult> {
+  return drainWithWorkers<WorkerResult>({
+    module: SELF,
+    processes,
+    args: () => ({ contender, filename }) satisfies WorkerArgs,
+    total,
+    remaining: () => producer.remaining(),
+    what: `${NAMES[contender]}: ${processes} process(es) ran ${total} jobs`,
+  });
+}
+
+/** Runs the SQLite suite and returns its reports (also printed when run alone). */
+export async function runSqliteBench(options: Partial<BenchOptions> = {}): Promise<BenchReport[]> {
+  const quick = options.quick ?? false;
+  const total = quick ? 5_000 : 20_000;
+  const latencyJobs = quick ? 100 : 300;
+  const singles = quick ? 500 : 2_000;
+  const folder = mkdtempSync(join(tmpdir(), 'jobs-bench-sqlite-'));
+  const parts = reportParts((c: Contender) => NAMES[c]);
+  const { measures, notes, add } = parts;
+  let files = 0;
+  const fresh = (): string => join(folder, `bench-${++files}.db`);
+  try {
+    console.log('[bench] sqlite: single enqueue ...');
+    const producers = new Map<Contender, Producer>();
+    for (const c of CONTENDERS) producers.set(c, await openProducer(c, fresh()));
+    const singleRates = await singleEnqueueRates(CONTENDERS, singles, (c, i) =>
+      (producers.get(c) as Producer).single({ i }),
+    );
+    for (const [c, rate] of singleRates) {
+      add('enqueue single (jobs/s)', c, rate, 'jobs/s', true);
+      await producers.get(c)?.close();
     }
+    producers.clear();
+
+    // Each run on a fresh file; `drain` needs the file the producer opened.
+    const files = new Map<Producer, string>();
+    await throughputRuns({
+      suite: 'sqlite',
+      contenders: CONTENDERS,
+      name: (contender) => NAMES[contender],
+      jobs: () => total,
+      open: async (contender) => {
+        const filename = fresh();
+        const producer = await openProducer(contender, filename);
+        files.set(producer, filename);
+        return producer;
+      },
+      drain: (contender, producer, jobs, processes) =>
+        throughput(contender, producer, files.get(producer) as string, jobs, processes),
+      commands: () => ['statements per job (1 proc)', 'stmt'],
+      parts,
+    });
+
+    console.log('[bench] sqlite: pickup latency (all contenders at once) ...');
+    const latencyFiles = new Map(CONTENDERS.map((c) => [c, fresh()] as const));
+    for (const c of CONTENDERS) {
+      producers.set(c, await openProducer(c, latencyFiles.get(c) as string));
+    }
+    try {
+      const samples = await pickupLatency({
+        contenders: CONTENDERS,
+        module: SELF,
+        args: (c) =>
+          ({ contender: c, filename: latencyFiles.get(c) as string }) satisfies WorkerArgs,
+        enqueue: (c, payload) => (producers.get(c) as Producer).single(payload),
+        count: latencyJobs,
+      });
+      for (const [c, { fromCall }] of samples) {
+        measures.push(
+          ...latencyMeasures(NAMES[c], fromCall, (p) => `enqueue call → start p${p} at 50/s (ms)`),
+        );
+      }
+    } finally {
+      for (const c of CONTENDERS) await producers.get(c)?.close();
+    }
+
+    notes.push(
+      `${total} no-op jobs per run, each contender on a fresh file; ${latencyJobs} latency samples at 50/s, enqueued by this process (another connection); ${singles} single enqueues`,
+      "@jobs/sqlite: SqliteJobStore + JobEngine({ concurrency: 10 }) and nothing else (adaptive batches; other connections' commits seen through PRAGMA data_version, checked every 10 ms)",
+      `@jobs/sqlite tuned: the same with prefetch: ${TUNED_PREFETCH}`,
+      `plainjob 0.0.14: one queue (it sets WAL, synchronous=NORMAL), ${CONCURRENCY} defineWorker()s (a worker runs one job at a time), pollIntervall ${PEER_POLL_MS} ms; bulk enqueue with addMany`,
+      `liteque 0.8.0: its database opened as buildDBClient(file, { walEnabled: true }) does, on better-sqlite3 10.1 (liteque 0.8 fails on 11+: it passes an async function to db.transaction); Runner concurrency ${CONCURRENCY}, pollIntervalMs ${PEER_POLL_MS}; no bulk enqueue (one enqueue per job)`,
+      'statements: every statement a worker process ran through better-sqlite3 (run/get/all/iterate/exec) ÷ jobs; SQLite runs in-process, so a statement is a call, not a network round trip',
+      'ratios: ours ÷ each other; for jobs/s higher is better, for ms, stmt and MiB lower is better',
+    );
+    let filename = '';
+    const backlog = await backlogSeries({
+      suite: 'sqlite',
+      sizes: quick ? [10_000, 100_000] : [10_000, 100_000, 1_000_000],
+      open: () => {
+        filename = fresh();
+        return openProducer('ours', filename);
+      },
+      drain: (producer, jobs) => throughput('ours', producer, filename, jobs, 1),
+      commands: ['statements per job', 'stmt'],
+      notes: [
+        `one worker process, @jobs/sqlite default configuration, concurrency ${CONCURRENCY}; each size on a fresh file, never analysed (no sqlite_stat1)`,
+      ],
+    });
+    return [{ suite: 'sqlite', measures, notes, ours: [NAMES.ours, NAMES['ours-tuned']] }, backlog];
   } finally {
     rmSync(folder, { recursive: true, force: true });
   }
-  return { suite: 'sqlite', measures, notes };
-}
-
-function parseArgs(argv: readonly string[]): SqliteBenchOptions {
-  const options: SqliteBenchOptions = { quick: argv.includes('--quick') };
-  const at = argv.indexOf('--jobs');
-  if (at >= 0) options.jobs = Number(argv[at + 1]);
-  return options;
 }
 
 const isMain =
@@ -283,8 +364,10 @@ if (isMain && process.env.BENCH_WORKER_ARGS) {
   // started by spawnWorkers(): this file is its own worker module
   serveWorker(sqliteWorker);
 } else if (isMain) {
-  runSqliteBench(parseArgs(process.argv.slice(2)))
-    .then((report) => printReport(report))
+  runSqliteBench({ quick: process.argv.includes('--quick') })
+    .then((reports) => {
+      for (const report of reports) printReport(report);
+    })
     .catch((error: unknown) => {
       console.error(error);
       process.exitCode = 1;

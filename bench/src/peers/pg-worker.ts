@@ -1,44 +1,41 @@
 /**
- * One worker process of the PostgreSQL bench: runs no-op jobs with one contender (ours,
- * graphile-worker or pg-boss) at a given concurrency and reports how many it ran and, for
- * latency runs, when each numbered job (payload `n`) started (`Date.now()`; the enqueuer runs on
- * the same machine, same clock).
+ * One worker process of the PostgreSQL bench: runs no-op jobs with one contender (ours in its
+ * default or tuned configuration, graphile-worker or pg-boss) at a given concurrency and reports
+ * how many it ran, the statements it sent, its peak RSS and, for latency runs, when each
+ * numbered job (payload `n`) started (`Date.now()`; the enqueuer runs on the same machine).
  *
  * Protocol (see harness `serveWorker`): set up → `ready`; wait `go` → start working, send
- * `progress` (count) every 20 ms; wait `stop` → shut down, return `{ count, starts }`.
+ * `progress` (count) every 20 ms; wait `stop` → shut down, return the result.
  */
-import { JobEngine } from '@jobs/core';
+import { JobEngine, silentLogger } from '@jobs/core';
 import { PostgresJobStore } from '@jobs/postgres';
 import { Logger as GraphileLogger, run as runGraphile } from 'graphile-worker';
 import pg from 'pg';
-import PgBoss from 'pg-boss';
-import { serveWorker, workUntilStopped } from '../harness.js';
+import { PgBoss } from 'pg-boss';
+import { jobRecorder, measuredWork, serveWorker, type WorkerStats } from '../harness.js';
 
-export type Contender = 'ours' | 'graphile-worker' | 'pg-boss';
+export type Contender = 'ours' | 'ours-tuned' | 'graphile-worker' | 'pg-boss';
 
 export interface PgWorkerArgs {
   contender: Contender;
   url: string;
   schema: string;
   concurrency: number;
-  /** Extra prefetch for our engine (jobs leased beyond concurrency, in memory). */
-  prefetch: number;
+  /** Our engine's fixed prefetch; null: the default (adaptive). */
+  prefetch: number | null;
+  /** graphile-worker's `localQueue.size`. */
+  graphileLocalQueue: number;
   /** pg-boss fetch batch size per worker. */
   pgBossBatchSize: number;
   queue: string;
 }
 
-export interface PgWorkerResult {
-  count: number;
-  /** Statements sent to PostgreSQL (round trips) between `go` and `stop`, all connections. */
-  queries: number;
-  /** `[n, Date.now() at handler start]` for jobs whose payload carries a sequence number `n`. */
-  starts: [number, number][];
-}
+/** `commands`: statements sent to PostgreSQL (round trips), all connections. */
+export type PgWorkerResult = WorkerStats;
 
 /**
  * Counts round trips: every statement of every connection goes through `Client#query` (pools
- * too). graphile-worker and pg-boss use the same `pg` copy, so all three are counted alike.
+ * too). graphile-worker and pg-boss use the same `pg` copy, so all are counted alike.
  */
 let queries = 0;
 const clientQuery = pg.Client.prototype.query;
@@ -48,18 +45,13 @@ pg.Client.prototype.query = function countedQuery(this: pg.Client, ...args: unkn
 } as typeof clientQuery;
 
 serveWorker<PgWorkerArgs, PgWorkerResult>(async (args, io) => {
-  let count = 0;
-  const starts: [number, number][] = [];
-  const onJob = (payload: unknown): void => {
-    count++;
-    const n = (payload as { n?: number } | null)?.n;
-    if (typeof n === 'number') starts.push([n, Date.now()]);
-  };
+  const recorder = jobRecorder();
+  const onJob = recorder.onJob;
 
   let start: () => Promise<void>;
   let stop: () => Promise<void>;
 
-  if (args.contender === 'ours') {
+  if (args.contender === 'ours' || args.contender === 'ours-tuned') {
     const store = new PostgresJobStore({
       connectionString: args.url,
       schema: args.schema,
@@ -68,8 +60,9 @@ serveWorker<PgWorkerArgs, PgWorkerResult>(async (args, io) => {
     const engine = new JobEngine({
       store,
       concurrency: args.concurrency,
-      prefetch: args.prefetch,
-      leaseMs: 30_000,
+      // Default configuration: no prefetch option (adaptive batches).
+      ...(args.prefetch === null ? {} : { prefetch: args.prefetch }),
+      logger: silentLogger,
       handlers: { [args.queue]: async (job) => onJob(job.payload) },
     });
     await store.now();
@@ -85,12 +78,20 @@ serveWorker<PgWorkerArgs, PgWorkerResult>(async (args, io) => {
         connectionString: args.url,
         schema: args.schema,
         concurrency: args.concurrency,
-        maxPoolSize: args.concurrency + 1,
+        maxPoolSize: args.concurrency + 2,
         noHandleSignals: true,
-        pollInterval: 2_000,
+        logger: quietGraphileLogger(),
         // Prepared statements are graphile-worker's default; stated for the record.
         noPreparedStatements: false,
-        logger: quietGraphileLogger(),
+        // Its documentation's Performance page (worker.graphile.org/docs/performance):
+        // batched fetching into a local queue, batched completion and failure.
+        preset: {
+          worker: {
+            localQueue: { size: args.graphileLocalQueue },
+            completeJobBatchDelay: 0,
+            failJobBatchDelay: 0,
+          },
+        },
         taskList: {
           [args.queue]: async (payload) => {
             onJob(payload);
@@ -105,45 +106,38 @@ serveWorker<PgWorkerArgs, PgWorkerResult>(async (args, io) => {
     const boss = new PgBoss({
       connectionString: args.url,
       schema: args.schema,
-      max: args.concurrency + 1,
+      max: args.concurrency + 2,
       supervise: false,
       schedule: false,
       migrate: false,
+      // Wake-ups by LISTEN/NOTIFY for queues created with `notify: true` (pg-boss 12).
+      useListenNotify: true,
     });
     boss.on('error', () => {});
     await boss.start();
     start = async () => {
-      // pg-boss v10 runs one batch per work() registration at a time, and waits its polling
-      // interval (min 0.5 s) between fetches; `concurrency` registrations = that many jobs at
-      // once, each fetching `pgBossBatchSize` jobs per poll.
-      for (let i = 0; i < args.concurrency; i++) {
-        await boss.work(
-          args.queue,
-          { batchSize: args.pgBossBatchSize, pollingIntervalSeconds: 0.5 },
-          async (jobs) => {
-            for (const job of jobs) onJob(job.data);
-          },
-        );
-      }
+      // `localConcurrency` pollers, each fetching `batchSize` jobs at a time and fetching again
+      // at once while batches come back full (`burstWhenBatchFull`).
+      await boss.work(
+        args.queue,
+        {
+          batchSize: args.pgBossBatchSize,
+          localConcurrency: args.concurrency,
+          pollingIntervalSeconds: 0.5,
+          notifyPollingIntervalSeconds: 0.5,
+          burstWhenBatchFull: true,
+        },
+        async (jobs) => {
+          for (const job of jobs) onJob(job.data);
+        },
+      );
     };
     stop = async () => {
-      await boss.stop({ graceful: true, wait: true, timeout: 5_000 });
+      await boss.stop({ graceful: true, timeout: 5_000 });
     };
   }
 
-  let sent = 0;
-  await workUntilStopped(io, {
-    start: async () => {
-      queries = 0;
-      await start();
-    },
-    stop: async () => {
-      sent = queries;
-      await stop();
-    },
-    count: () => count,
-  });
-  return { count, queries: sent, starts };
+  return measuredWork(io, { start, stop }, recorder, () => queries);
 });
 
 function quietGraphileLogger(): GraphileLogger {
