@@ -30,7 +30,7 @@ await store.migrate();
 const client = new JobEngine({ store });
 await client.start();
 
-const started = Date.now();
+let started = Date.now();
 const clock = (at: number) => `${((at - started) / 1000).toFixed(1).padStart(5)}s`;
 const runs: ShardRun[] = [];
 
@@ -62,6 +62,25 @@ const exits = children.map(
     ),
 );
 
+// Both nodes have defined the schedule and started before the clock runs: a slow start (a busy
+// machine, a cold tsx cache) must not eat into the demo's time.
+await Promise.all(
+  children.map(
+    (child) =>
+      new Promise<void>((resolve, reject) => {
+        const ready = (message: unknown) => {
+          if (message !== 'ready') return;
+          child.off('message', ready);
+          resolve();
+        };
+        child.on('message', ready);
+        child.once('exit', (code) =>
+          reject(new Error(`a worker exited with code ${code} before it was ready`)),
+        );
+      }),
+  ),
+);
+started = Date.now();
 await new Promise((resolve) => setTimeout(resolve, SECONDS * 1000));
 // Stop firing, let the shards already created finish, then stop both processes.
 await client.pauseSchedule('sharded-report');
