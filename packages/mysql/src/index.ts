@@ -1,8 +1,9 @@
-export { MysqlJobStore, type MysqlJobStoreOptions } from './mysql-store.js';
-export type { MysqlRetryEvent, MysqlRetryStats } from './retry.js';
 export {
   assertSupportedServer,
+  type LockRetryEvent as MysqlRetryEvent,
+  type LockRetryStats as MysqlRetryStats,
   parseServerVersion,
   type ServerVersion,
   supportsSkipLocked,
-} from './server-version.js';
+} from '@jobs/core/sql';
+export { MysqlJobStore, type MysqlJobStoreOptions } from './mysql-store.js';

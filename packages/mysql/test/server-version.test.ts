@@ -1,8 +1,7 @@
 import { StoreError } from '@jobs/core';
-import { parseMigration } from '@jobs/core/sql';
+import { backoffMs, parseMigration } from '@jobs/core/sql';
 import { describe, expect, it } from 'vitest';
 import { assertSupportedServer, parseServerVersion, supportsSkipLocked } from '../src/index.js';
-import { backoffMs } from '../src/retry.js';
 
 describe('parseServerVersion', () => {
   it.each([

@@ -1,27 +1,24 @@
+import { assertIdentifier, assertPositiveInteger } from '@jobs/core';
 import {
-  assertIdentifier,
-  assertKnownOptions,
-  assertPositiveInteger,
-  StoreError,
-  ValidationError,
-} from '@jobs/core';
-import { postgresDialect, resolveConnectionTimeouts, SqlJobStore } from '@jobs/core/sql';
+  checkStoreOptions,
+  NETWORK_TIMEOUT_OPTIONS,
+  type NetworkTimeoutOptions,
+  NotifyingSqlJobStore,
+  postgresDialect,
+  type ReconnectingListener,
+  resolveConnectionTimeouts,
+} from '@jobs/core/sql';
 import pg from 'pg';
-import { NotificationListener } from './listener.js';
+import { notificationListener } from './listener.js';
 import { connectionSettings, PgExecutor } from './pg-executor.js';
 
-const OPTION_KEYS = [
-  'connectionString',
-  'pool',
-  'max',
-  'schema',
-  'notifyChannel',
-  'connectTimeoutMs',
-  'queryTimeoutMs',
-  'keepAliveDelayMs',
-];
+const OPTION_KEYS = ['connectionString', 'pool', 'max', 'schema', 'notifyChannel'];
 
-export interface PostgresJobStoreOptions {
+/**
+ * The store's options; `connectTimeoutMs`, `queryTimeoutMs` and `keepAliveDelayMs` bound its
+ * calls (`NetworkTimeoutOptions`). On your own `pool`, set pg's `connectionTimeoutMillis` too.
+ */
+export interface PostgresJobStoreOptions extends NetworkTimeoutOptions {
   /** A `postgres://` URL; the store opens (and closes) its own pool. */
   connectionString?: string;
   /** Your pool; the store uses it and leaves closing it to you. */
@@ -32,22 +29,6 @@ export interface PostgresJobStoreOptions {
   schema?: string;
   /** LISTEN/NOTIFY channel. Default `<schema>_jobs`. */
   notifyChannel?: string;
-  /**
-   * Opening a connection, or waiting for a free one in the pool, fails after this. Default
-   * 10 000. On your own `pool` set pg's `connectionTimeoutMillis` too: the store gives up
-   * waiting, your pool decides when to give up connecting.
-   */
-  connectTimeoutMs?: number;
-  /**
-   * Deadline of each statement, kept by the client (a silent network never answers the
-   * server's): past it the call fails and its connection is destroyed. The store's own
-   * connections also get it as `statement_timeout` and `idle_in_transaction_session_timeout`,
-   * so the server lets go of the locks of a client that went away. `migrate()` is not bounded.
-   * Default 30 000.
-   */
-  queryTimeoutMs?: number;
-  /** Idle time before TCP keepalive probes on the store's own connections. Default 10 000. */
-  keepAliveDelayMs?: number;
 }
 
 /**
@@ -74,29 +55,22 @@ export interface PostgresJobStoreOptions {
  * await engine.enqueue('email', { order: 1 }, { tx: client });
  * await client.query('COMMIT');
  */
-export class PostgresJobStore extends SqlJobStore {
+export class PostgresJobStore extends NotifyingSqlJobStore {
   /** The validated schema name. */
   readonly schema: string;
   /** The LISTEN/NOTIFY channel. */
   readonly channel: string;
   /** The pool the store queries through. */
   readonly pool: pg.Pool;
-  private readonly listener: NotificationListener;
+  protected readonly notifier: ReconnectingListener<pg.Client>;
 
   constructor(options: PostgresJobStoreOptions) {
-    if (options === null || typeof options !== 'object') {
-      throw new ValidationError(
-        'options',
-        '[@jobs/postgres] give { connectionString } or { pool }',
-      );
-    }
-    assertKnownOptions(options, OPTION_KEYS, '@jobs/postgres');
-    if (!options.pool === !options.connectionString) {
-      throw new ValidationError(
-        'connectionString',
-        '[@jobs/postgres] give a connectionString or a pool (one of them)',
-      );
-    }
+    checkStoreOptions(
+      options,
+      '@jobs/postgres',
+      [...OPTION_KEYS, ...NETWORK_TIMEOUT_OPTIONS],
+      ['connectionString', 'pool'],
+    );
     if (options.max !== undefined) assertPositiveInteger(options.max, 'max', '@jobs/postgres');
     const timeouts = resolveConnectionTimeouts(options, '@jobs/postgres');
     const settings = connectionSettings(timeouts);
@@ -137,18 +111,7 @@ export class PostgresJobStore extends SqlJobStore {
     this.schema = schema;
     this.channel = channel;
     this.pool = pool;
-    this.listener = new NotificationListener(connection, channel, timeouts.queryTimeoutMs);
-  }
-
-  override async close(): Promise<void> {
-    if (this.closed) return;
-    // Side by side: each gives a silent server about a second before it destroys sockets.
-    await Promise.all([this.listener.stop(), super.close()]);
-  }
-
-  subscribe(listener: () => void): () => void {
-    if (this.closed) throw new StoreError('[@jobs/postgres] subscribe: the store is closed');
-    return this.listener.add(listener);
+    this.notifier = notificationListener(connection, channel, timeouts.queryTimeoutMs);
   }
 
   /**
@@ -156,11 +119,13 @@ export class PostgresJobStore extends SqlJobStore {
    * Useful in tests and before measuring pickup latency.
    */
   async listening(): Promise<void> {
-    await this.listener.ready();
+    await this.notifier.ready();
   }
 
   /** Backend pid of the listening connection, or null when nobody subscribed. */
-  listenerBackendPid(): Promise<number | null> {
-    return this.listener.backendPid();
+  async listenerBackendPid(): Promise<number | null> {
+    const client = await this.notifier.ready();
+    const result = await client?.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+    return result?.rows[0]?.pid ?? null;
   }
 }

@@ -83,7 +83,7 @@ describe.skipIf(!reachable)('PostgresJobStore (direct)', () => {
       expect(() => new PostgresJobStore({ connectionString: PG_URL, pool })).toThrow(
         ValidationError,
       );
-      expect(() => new PostgresJobStore({})).toThrow(/connectionString or a pool/);
+      expect(() => new PostgresJobStore({})).toThrow(/exactly one of `connectionString` or `pool`/);
       expect(() => new PostgresJobStore({ connectionString: PG_URL, max: 0 })).toThrow(
         /max: \[@jobs\/postgres\] must be a positive integer/,
       );

@@ -7,11 +7,11 @@ import {
   migrate,
   parseMigration,
   SQLITE_MIGRATION_FILES,
+  SqliteSyncExecutor,
   sqlContext,
   sqliteDialect,
 } from '@jobs/core/sql';
 import type BetterSqlite3 from 'better-sqlite3';
-import { SqliteExecutor } from './sqlite-executor.js';
 
 /** One numbered schema step, `NNNN_name.sql`. */
 export interface SqliteMigration {
@@ -40,18 +40,18 @@ export function migrationsDirectory(): string {
 /** The numbered migrations in version order: the embedded ones, or the files in `directory`. */
 export function loadMigrations(directory?: string): SqliteMigration[] {
   const files = directory === undefined ? SQLITE_MIGRATION_FILES : readFolder(directory);
-  const migrations = Object.keys(files)
-    .sort()
-    .map((file, index) => {
-      if (Number(file.slice(0, 4)) !== index + 1) {
-        throw new StoreError(
-          `[@jobs/sqlite] migrate: migrations must be numbered 0001, 0002, … without gaps; found ${file} at position ${index + 1} in ${directory}`,
-        );
-      }
-      return { version: index + 1, name: file.slice(5), sql: files[file] as string };
-    });
-  if (migrations.length > 0) return migrations;
-  throw new StoreError(`[@jobs/sqlite] migrate: no migrations found in ${directory}`);
+  const names = Object.keys(files).sort();
+  if (names.length === 0) {
+    throw new StoreError(`[@jobs/sqlite] migrate: no migrations found in ${directory}`);
+  }
+  return names.map((file, index) => {
+    if (Number(file.slice(0, 4)) !== index + 1) {
+      throw new StoreError(
+        `[@jobs/sqlite] migrate: migrations must be numbered 0001, 0002, … without gaps; found ${file} at position ${index + 1} in ${directory}`,
+      );
+    }
+    return { version: index + 1, name: file.slice(5), sql: files[file] as string };
+  });
 }
 
 function readFolder(directory: string): Record<string, string> {
@@ -83,5 +83,5 @@ export function applyMigrations(
     ),
   };
   const op = migrate(sqlContext(dialect, '@jobs/sqlite'));
-  return new SqliteExecutor(db).runSync(op, { transaction: true });
+  return new SqliteSyncExecutor({ connection: () => db }).runSync(op, { transaction: true });
 }

@@ -1,16 +1,22 @@
 import {
   assertIdentifier,
-  assertKnownOptions,
   assertPositiveInteger,
   type Clock,
   type EnqueueResult,
   type NewJob,
   StoreError,
-  ValidationError,
 } from '@jobs/core';
-import { SqliteCommitWatcher, SqlJobStore, sqliteDialect } from '@jobs/core/sql';
+import {
+  checkStoreOptions,
+  NotifyingSqlJobStore,
+  SQLITE_CLOCK_FUNCTION,
+  SQLITE_LOCAL_WAKE,
+  SqliteCommitWatcher,
+  type SqliteStoreCounters,
+  SqliteSyncExecutor,
+  sqliteDialect,
+} from '@jobs/core/sql';
 import Database from 'better-sqlite3';
-import { SqliteExecutor, type SqliteStoreCounters } from './sqlite-executor.js';
 
 /** A better-sqlite3 connection (`new Database(file)`). */
 export type SqliteDatabase = Database.Database;
@@ -44,8 +50,6 @@ export interface SqliteJobStoreOptions {
 }
 
 const OPTION_NAMES = 'filename db tablePrefix busyTimeoutMs notifyIntervalMs clock'.split(' ');
-/** Never sent: marks where an operation made jobs acquirable (see `SqliteExecutor`). */
-const WAKE = { sql: '-- wake local subscribers', params: [] };
 
 /**
  * The embedded store: one SQLite file, shared by any number of processes on one machine.
@@ -70,41 +74,43 @@ const WAKE = { sql: '-- wake local subscribers', params: [] };
  *   void engine.enqueue('hello', { order: 42 }, { tx: store.db });
  * })();
  */
-export class SqliteJobStore extends SqlJobStore {
+export class SqliteJobStore extends NotifyingSqlJobStore {
   /** The store's connection: pass it as `tx` inside your `db.transaction(...)` to enqueue there. */
   readonly db: SqliteDatabase;
-  private readonly sqlite: SqliteExecutor;
-  private readonly watcher: SqliteCommitWatcher;
+  private readonly sqlite: SqliteSyncExecutor;
+  protected readonly notifier: SqliteCommitWatcher;
 
   constructor(options: SqliteJobStoreOptions) {
-    assertKnownOptions(options ?? {}, OPTION_NAMES, '@jobs/sqlite');
+    checkStoreOptions(options, '@jobs/sqlite', OPTION_NAMES, ['filename', 'db']);
     const { tablePrefix = 'jobs_', db: given, clock } = options;
     const prefix = assertIdentifier(tablePrefix, 'tablePrefix', { allowEmpty: true, max: 32 });
     const interval = options.notifyIntervalMs ?? 10;
     assertPositiveInteger(interval, 'notifyIntervalMs', '@jobs/sqlite');
     const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
     assertPositiveInteger(busyTimeoutMs, 'busyTimeoutMs', '@jobs/sqlite');
-    if (given && options.filename !== undefined) {
-      throw new ValidationError(
-        'filename',
-        '[@jobs/sqlite] give either `filename` or `db`, not both',
-      );
-    }
-    const db = given ?? open(options.filename, busyTimeoutMs);
-    const dataVersion = db.prepare('PRAGMA data_version').pluck();
+    const db = given ?? open(options.filename as string, busyTimeoutMs);
     // A user-provided connection may be closed under us: then nothing is left to watch.
     const watcher = new SqliteCommitWatcher(
-      () => (db.open ? Number(dataVersion.get()) : null),
+      () => (db.open ? executor.dataVersion() : null),
       interval,
     );
-    const executor = new SqliteExecutor(db, {
-      closeDb: !given,
-      clock,
-      wake: WAKE,
+    // An injected clock is read in SQL as `SQLITE_CLOCK_FUNCTION`, on each connection.
+    const withClock = (connection: SqliteDatabase): SqliteDatabase =>
+      clock
+        ? connection.function(SQLITE_CLOCK_FUNCTION, { deterministic: true }, () => clock.now())
+        : connection;
+    const executor = new SqliteSyncExecutor({
+      connection: () => db,
+      closeConnection: !given,
+      source: '@jobs/sqlite',
       onWake: () => watcher.wakeSoon(),
-      openConnection: () => open(db.name, busyTimeoutMs),
+      // Handlers' transactions (`ctx.transaction`) on a second connection to the file.
+      ...(db.memory ? {} : { openConnection: () => withClock(open(db.name, busyTimeoutMs)) }),
       foreignTransactionWaitMs: busyTimeoutMs,
+      foreignTransactionHint:
+        "It is your app's, on the connection it shares with the store: enqueue inside it with { tx: db }, or keep transactions on this connection short (busyTimeoutMs)",
     });
+    withClock(db);
     super({
       label: '@jobs/sqlite',
       name: 'sqlite',
@@ -123,11 +129,11 @@ export class SqliteJobStore extends SqlJobStore {
         transactionalEnqueue: true,
         multiProcess: true,
       },
-      notify: WAKE,
+      notify: SQLITE_LOCAL_WAKE,
     });
     this.db = db;
     this.sqlite = executor;
-    this.watcher = watcher;
+    this.notifier = watcher;
   }
 
   /** Statements executed and transactions run so far (for benchmarks: round trips per job). */
@@ -150,26 +156,10 @@ export class SqliteJobStore extends SqlJobStore {
       throw this.wrap('enqueue', error);
     }
   }
-
-  subscribe(listener: () => void): () => void {
-    if (this.closed) throw new StoreError('[@jobs/sqlite] subscribe: the store is closed');
-    return this.watcher.subscribe(listener);
-  }
-
-  override async close(): Promise<void> {
-    this.watcher.stop(true);
-    await super.close();
-  }
 }
 
 /** Opens `filename` with a busy timeout, in WAL mode with `synchronous = NORMAL`. */
-function open(filename: string | undefined, busyTimeoutMs: number): SqliteDatabase {
-  if (typeof filename !== 'string' || filename === '') {
-    throw new ValidationError(
-      'filename',
-      '[@jobs/sqlite] a database file name (or `db`) is required',
-    );
-  }
+function open(filename: string, busyTimeoutMs: number): SqliteDatabase {
   let db: SqliteDatabase | null = null;
   try {
     db = new Database(filename);

@@ -1,95 +1,51 @@
 /**
- * PostgreSQL wake-ups: while anyone subscribes, one connection of the DataSource's pool LISTENs
- * (enqueue sends `pg_notify` in its transaction: delivered on commit, never for a rollback). A
- * lost connection is replaced with backoff, and subscribers woken once: notifications sent
- * while nobody listened are lost. (SQLite uses core's `SqliteCommitWatcher`.)
+ * PostgreSQL wake-ups: while anyone subscribes, one connection of the DataSource's pool
+ * LISTENs (enqueue sends `pg_notify` in its transaction: delivered on commit, never for a
+ * rollback), kept by core's `ReconnectingListener`. It goes back to the pool after UNLISTEN.
  */
-import { StoreSubscribers } from '@jobs/core';
+import {
+  CLOSE_GRACE_MS,
+  destroySocket,
+  type ListeningConnection,
+  ReconnectingListener,
+  type SocketHolder,
+  withDeadline,
+} from '@jobs/core/sql';
 import type { DataSource } from 'typeorm';
 
-export interface Notifier {
-  add(listener: () => void): () => void;
-  stop(): Promise<void>;
-}
+type PgClient = ListeningConnection & SocketHolder;
 
-type Handler = (message?: { channel?: string }) => void;
-interface PgClient {
-  query(sql: string): Promise<unknown>;
-  on(event: string, handler: Handler): unknown;
-  removeListener(event: string, handler: Handler): unknown;
-}
-
-export class PostgresNotifier implements Notifier {
-  private readonly listeners = new StoreSubscribers();
-  private running: Promise<void> | null = null;
-  private stopped = false;
-  /** Ends the current wait: for the connection to be lost, or before the next attempt. */
-  private interrupt = (): void => undefined;
-
-  constructor(
-    private readonly dataSource: DataSource,
-    private readonly channel: string,
-  ) {}
-
-  add(listener: () => void): () => void {
-    const remove = this.listeners.add(listener);
-    this.running ??= this.listen();
-    return remove;
-  }
-
-  async stop(): Promise<void> {
-    this.stopped = true;
-    this.interrupt();
-    await this.running;
-  }
-
-  private wait(until: (done: () => void) => void): Promise<void> {
-    return new Promise((resolve) => {
-      this.interrupt = resolve;
-      until(resolve);
-    });
-  }
-
-  /** Keeps a connection listening until `stop()`; every one after the first wakes subscribers. */
-  private async listen(): Promise<void> {
-    for (let first = true, backoffMs = 50; !this.stopped; first = false) {
-      const listened = await this.listenOnce(!first).catch(() => false);
-      backoffMs = listened ? 50 : Math.min(backoffMs * 2, 2_000);
-      if (!this.stopped) await this.wait((done) => setTimeout(done, backoffMs).unref());
-    }
-  }
-
-  /** LISTENs on one connection until it is lost or `stop()`; says whether it listened. */
-  private async listenOnce(wake: boolean): Promise<boolean> {
-    const driver = this.dataSource.driver as unknown as {
-      obtainMasterConnection(): Promise<[PgClient, (error?: unknown) => void]>;
-    };
-    const [client, release] = await driver.obtainMasterConnection();
-    let listened = false;
-    let lost: unknown;
-    const handlers: [string, Handler][] = [
-      ['notification', (message) => message?.channel === this.channel && this.listeners.wake()],
-    ];
-    const ended = this.wait((done) => {
-      const end: Handler = (error) => {
-        lost ??= error ?? new Error('listener connection ended');
-        done();
+export function postgresListener(
+  dataSource: DataSource,
+  channel: string,
+  queryTimeoutMs: number,
+): ReconnectingListener<PgClient> {
+  const driver = dataSource.driver as unknown as {
+    obtainMasterConnection(): Promise<[PgClient, (error?: unknown) => void]>;
+  };
+  return new ReconnectingListener(
+    async () => {
+      const [client, release] = await driver.obtainMasterConnection();
+      const destroy = (): void => destroySocket(client);
+      return {
+        connection: client,
+        destroy,
+        close: async (lost) => {
+          // A connection still good goes back to the pool listening to nothing; a lost one (or
+          // one that does not answer the goodbye in time) is dropped.
+          let error = lost;
+          if (error === undefined) {
+            const unlisten = client.query('UNLISTEN *');
+            error = await withDeadline(unlisten, CLOSE_GRACE_MS, 'CLOSE_GRACE_MS', destroy).then(
+              () => undefined,
+              (failed: unknown) => failed,
+            );
+          }
+          release(error);
+        },
       };
-      handlers.push(['error', end], ['end', end]);
-    });
-    for (const [event, handler] of handlers) client.on(event, handler);
-    try {
-      await client.query(`LISTEN "${this.channel.replace(/"/g, '""')}"`);
-      listened = true;
-      if (wake) this.listeners.wake();
-      if (!this.stopped) await ended;
-      if (lost === undefined) await client.query('UNLISTEN *');
-    } catch (error) {
-      lost ??= error;
-    } finally {
-      for (const [event, handler] of handlers) client.removeListener(event, handler);
-      release(lost);
-    }
-    return listened;
-  }
+    },
+    channel,
+    queryTimeoutMs,
+  );
 }

@@ -1,130 +1,240 @@
 /**
- * Drives `@jobs/core/sql` operations on a DataSource: on QueryRunners, or on SQLite synchronously
- * on TypeORM's one better-sqlite3 connection with core's `SqliteSyncRunner` (as `@jobs/sqlite`).
+ * Drives `@jobs/core/sql` operations on a DataSource. PostgreSQL and MySQL: on QueryRunners,
+ * through core's `NetworkExecutor` (a deadline on every connect, statement and transaction
+ * step; lease renewals on a DataSource of one connection of their own). SQLite: synchronously
+ * on TypeORM's one better-sqlite3 connection, through core's `SqliteSyncExecutor`.
  */
+import { ValidationError } from '@jobs/core';
 import {
+  type BoundedSession,
+  type ConnectionTimeouts,
   type Dialect,
+  destroySocket,
   driveAsync,
-  driveSync,
-  type Executor,
+  endWithin,
+  NetworkExecutor,
+  OpenConnections,
   type Operation,
   outcome,
+  type Query,
+  type QueryOutcome,
   type RunOptions,
-  type SqliteSyncRunner,
+  SharedUntilFailure,
+  type SocketHolder,
+  SQLITE_LOCAL_WAKE,
+  type SqliteConnection,
+  type SqliteExecutorOptions,
+  SqliteSyncExecutor,
   type SqlRow,
+  withDeadline,
 } from '@jobs/core/sql';
-import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+import type { DataSource, DataSourceOptions, EntityManager, QueryRunner } from 'typeorm';
 
-/** Drives `op` on a TypeORM QueryRunner; driver errors are thrown into the operation. */
-export function runOnQueryRunner<T>(runner: QueryRunner, dialect: Dialect, op: Operation<T>) {
-  return driveAsync(op, async (query) => {
-    const sql = dialect.placeholders(query.sql);
-    const raw = (await runner.query(sql, [...query.params], true)) as {
-      records?: SqlRow[];
-      affected?: number;
-      raw?: { insertId?: unknown } | null;
-    };
-    const rows = Array.isArray(raw.records) ? raw.records : [];
-    return outcome(rows, raw.affected ?? rows.length, raw.raw?.insertId);
-  });
+/** Runs one statement on a QueryRunner. */
+async function queryOn(runner: QueryRunner, dialect: Dialect, query: Query): Promise<QueryOutcome> {
+  const sql = dialect.placeholders(query.sql);
+  const raw = (await runner.query(sql, [...query.params], true)) as {
+    records?: SqlRow[];
+    affected?: number;
+    raw?: { insertId?: unknown } | null;
+  };
+  const rows = Array.isArray(raw.records) ? raw.records : [];
+  return outcome(rows, raw.affected ?? rows.length, raw.raw?.insertId);
 }
 
-/** SQLite: the runner on TypeORM's connection, whether the app holds it in a transaction, and how long to wait for that. */
-type SqliteSide = { runner: SqliteSyncRunner; busy: () => boolean; waitMs: number };
-
 /**
- * Runs operations on a DataSource: on a fresh QueryRunner (READ COMMITTED when in a
- * transaction), on the caller's when `tx` is given, or synchronously on SQLite.
+ * Drives `op` on a TypeORM QueryRunner; driver errors are thrown into the operation. SQLite's
+ * local wake-up is not a statement: skipped (the store's own calls wake after their commit).
  */
-export class TypeormExecutor implements Executor {
-  private initializing: Promise<void> | null = null;
+export function runOnQueryRunner<T>(runner: QueryRunner, dialect: Dialect, op: Operation<T>) {
+  return driveAsync(op, async (query) =>
+    query === SQLITE_LOCAL_WAKE ? outcome([], 0) : queryOn(runner, dialect, query),
+  );
+}
+
+/** The caller's open transaction as a QueryRunner, from an EntityManager or a QueryRunner. */
+function callerRunner(dataSource: DataSource, tx: unknown): QueryRunner {
+  const given = (tx ?? {}) as Partial<QueryRunner> & { queryRunner?: QueryRunner };
+  // A QueryRunner says whether it is in a transaction; an EntityManager holds its QueryRunner.
+  const runner =
+    'isTransactionActive' in Object(given) ? (given as QueryRunner) : given.queryRunner;
+  if (!runner?.isTransactionActive) {
+    throw new ValidationError(
+      'tx',
+      '[@jobs/typeorm] must be the EntityManager (or QueryRunner) of an open transaction, e.g. the manager of dataSource.transaction(async (manager) => …)',
+    );
+  }
+  if (runner.connection !== dataSource) {
+    throw new ValidationError(
+      'tx',
+      "[@jobs/typeorm] belongs to another DataSource than the store's",
+    );
+  }
+  return runner;
+}
+
+/** The driver's connection under a QueryRunner: pg's `Client`, or mysql2's connection. */
+type DriverConnection = SocketHolder & { destroy?(): void };
+
+/** Destroys a driver connection's socket (mysql2's `destroy()` also drops it from its pool). */
+function destroyConnection(connection: DriverConnection): void {
+  connection.destroy?.();
+  destroySocket(connection);
+}
+
+const driverConnection = (runner: QueryRunner): DriverConnection =>
+  (runner as unknown as { databaseConnection: DriverConnection }).databaseConnection;
+
+/** Initializes the DataSource on first use if the app has not; `onReady` runs once after. */
+function initializer(dataSource: DataSource, onReady: () => void): () => Promise<void> {
+  const start = async () => {
+    if (!dataSource.isInitialized) await dataSource.initialize();
+    onReady();
+  };
+  const started = new SharedUntilFailure(start);
+  return () => started.get();
+}
+
+/** PostgreSQL and MySQL: QueryRunners of the DataSource, READ COMMITTED in a transaction. */
+export class TypeormExecutor extends NetworkExecutor<QueryRunner> {
+  readonly ready: () => Promise<void>;
+  /**
+   * Lease renewals run on a DataSource of their own with one connection, opened on first use
+   * with the app's options, so a heartbeat never queues behind the app's busy pool: a late
+   * heartbeat is a lost lease and a job run twice.
+   */
+  private readonly heartbeat = new SharedUntilFailure(() => this.openHeartbeatSource());
+  /** The heartbeat's connections, destroyed when they do not say goodbye in time. */
+  private readonly heartbeatOpen = new OpenConnections<DriverConnection>(destroyConnection);
 
   constructor(
     private readonly dataSource: DataSource,
     private readonly dialect: Dialect,
-    private readonly sqlite: SqliteSide | null,
-    /** Turns the caller's `tx` into its QueryRunner (and checks it). */
-    private readonly callerRunner: (tx: unknown) => QueryRunner,
-    /** Called once the DataSource is initialized (by the app or by `ready`). */
-    private readonly onReady: () => void,
-  ) {}
-
-  /** Initializes the DataSource on first use if the app has not. */
-  async ready(): Promise<void> {
-    const { dataSource } = this;
-    this.initializing ??= (
-      dataSource.isInitialized ? Promise.resolve() : dataSource.initialize()
-    ).then(() => this.onReady());
-    await this.initializing;
+    timeouts: ConnectionTimeouts,
+    onReady: () => void,
+  ) {
+    super(timeouts);
+    this.ready = initializer(dataSource, onReady);
   }
 
-  async run<T>(op: Operation<T>, { transaction, tx, purpose }: RunOptions): Promise<T> {
-    await this.ready();
-    if (tx !== undefined) return runOnQueryRunner(this.callerRunner(tx), this.dialect, op);
-    if (purpose === 'heartbeat' && !this.sqlite) return this.onHeartbeatRunner(op);
-    if (this.sqlite) {
-      const { runner, busy, waitMs } = this.sqlite;
-      for (const deadline = Date.now() + waitMs; busy(); ) {
-        if (Date.now() > deadline) {
-          throw new Error(
-            `the DataSource's SQLite connection stayed inside a transaction for ${waitMs} ms; ` +
-              'a store call from inside dataSource.transaction() must pass { tx: manager }',
-          );
-        }
-        await new Promise((resolve) => setTimeout(resolve, 1));
-      }
-      // Synchronous from here to COMMIT: nothing else can use the connection in between.
-      const drive = (): T => driveSync(op, (query) => runner.execute(query));
-      return transaction ? runner.transaction(drive) : drive();
-    }
-    if (transaction) {
-      return this.dataSource.transaction('READ COMMITTED', (manager) =>
-        runOnQueryRunner(manager.queryRunner as QueryRunner, this.dialect, op),
-      );
-    }
-    const runner = this.dataSource.createQueryRunner();
-    try {
-      return await runOnQueryRunner(runner, this.dialect, op);
-    } finally {
-      await runner.release();
-    }
+  /** The DataSource's start (its first connection) is bounded like any connect. */
+  protected override beforeRun(): Promise<void> {
+    return withDeadline(this.ready(), this.timeouts.connectTimeoutMs, 'connectTimeoutMs', () => {});
   }
 
   /**
-   * Lease renewals on a connection kept for them (taken from the pool once, then held), so a
-   * heartbeat never queues behind a busy pool: a late heartbeat is a lost lease. A renewal that
-   * fails gives the connection back; the next one takes a new one.
+   * Opens the heartbeat's DataSource in the background (with the first acquisition), so the
+   * first renewal finds its connection ready.
    */
-  private heartbeat: QueryRunner | null = null;
-  private async onHeartbeatRunner<T>(op: Operation<T>): Promise<T> {
-    this.heartbeat ??= this.dataSource.createQueryRunner();
-    const runner = this.heartbeat;
-    try {
-      return await runOnQueryRunner(runner, this.dialect, op);
-    } catch (error) {
-      this.heartbeat = null;
-      await runner.release().catch(() => {});
-      throw error;
-    }
+  openHeartbeat(): void {
+    this.heartbeat.get().catch(() => {});
   }
 
-  /** `ctx.transaction`: `work` gets the transaction's EntityManager; READ COMMITTED. */
-  async transaction<T>(
+  /**
+   * Ends the heartbeat's DataSource within a second (one still starting, when it has started);
+   * the app's DataSource is the store's to leave.
+   */
+  async close(): Promise<void> {
+    const destroyed = this.heartbeat.take()?.then((source) => source.destroy());
+    if (destroyed) await endWithin(() => destroyed, this.heartbeatOpen);
+  }
+
+  protected async take(purpose: 'main' | 'heartbeat'): Promise<QueryRunner> {
+    const source = purpose === 'heartbeat' ? await this.heartbeat.get() : this.dataSource;
+    const runner = source.createQueryRunner();
+    await runner.connect();
+    if (purpose === 'heartbeat') this.heartbeatOpen.add(driverConnection(runner));
+    return runner;
+  }
+
+  protected async release(runner: QueryRunner, broken: boolean): Promise<void> {
+    if (broken) this.heartbeatOpen.delete(driverConnection(runner));
+    // pg's pool takes back a destroyed client unless told why (mysql2's destroy() dropped it).
+    const pg = runner as { releasePostgresConnection?(error?: unknown): Promise<void> };
+    const release =
+      broken && pg.releasePostgresConnection
+        ? pg.releasePostgresConnection(new Error('destroyed: it missed a deadline'))
+        : runner.release();
+    await release.catch(() => {});
+  }
+
+  protected destroy(runner: QueryRunner): void {
+    destroyConnection(driverConnection(runner));
+  }
+
+  protected execute(runner: QueryRunner, query: Query): Promise<QueryOutcome> {
+    return queryOn(runner, this.dialect, query);
+  }
+
+  protected callerConnection(tx: unknown): QueryRunner {
+    return callerRunner(this.dataSource, tx);
+  }
+
+  // TypeORM's own transaction calls, so the runner (and a handler's EntityManager) knows it is
+  // in one.
+  protected async begin(session: BoundedSession<QueryRunner>): Promise<void> {
+    await session.bound(session.connection.startTransaction('READ COMMITTED'));
+  }
+
+  protected override async commit(session: BoundedSession<QueryRunner>): Promise<void> {
+    await session.bound(session.connection.commitTransaction());
+  }
+
+  protected override async rollback(session: BoundedSession<QueryRunner>): Promise<void> {
+    await session.bound(session.connection.rollbackTransaction());
+  }
+
+  /** `ctx.transaction`'s work gets the transaction's EntityManager. */
+  protected override handle(runner: QueryRunner): EntityManager {
+    return runner.manager;
+  }
+
+  /** A DataSource of one connection with the app's options, which gives up connecting in time. */
+  private async openHeartbeatSource(): Promise<DataSource> {
+    const options = this.dataSource.options as DataSourceOptions & { extra?: object };
+    const connectMs = this.timeouts.connectTimeoutMs;
+    const [one, connect] =
+      options.type === 'postgres'
+        ? [{ max: 1 }, { connectTimeoutMS: connectMs }]
+        : [{ connectionLimit: 1 }, { connectTimeout: connectMs }];
+    const DataSourceClass = this.dataSource.constructor as new (o: DataSourceOptions) => DataSource;
+    const source = new DataSourceClass({
+      ...options,
+      ...{ entities: [], migrations: [], subscribers: [], synchronize: false },
+      ...{ migrationsRun: false, dropSchema: false, poolSize: 1, ...connect },
+      extra: { ...options.extra, ...one },
+    } as DataSourceOptions);
+    return source.initialize();
+  }
+}
+
+/** SQLite: synchronous on TypeORM's connection; the caller's `tx` and handlers' transactions through TypeORM. */
+export class TypeormSqliteExecutor extends SqliteSyncExecutor {
+  readonly ready: () => Promise<void>;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly dialect: Dialect,
+    options: Omit<SqliteExecutorOptions, 'connection'>,
+  ) {
+    const driver = dataSource.driver as unknown as { databaseConnection: SqliteConnection };
+    super({ ...options, connection: () => driver.databaseConnection });
+    this.ready = initializer(dataSource, () => {});
+  }
+
+  override async run<T>(op: Operation<T>, options: RunOptions): Promise<T> {
+    await this.ready();
+    if (options.tx === undefined) return super.run(op, options);
+    return runOnQueryRunner(callerRunner(this.dataSource, options.tx), this.dialect, op);
+  }
+
+  /** `ctx.transaction`: `work` gets the transaction's EntityManager, on TypeORM's one connection. */
+  override async transaction<T>(
     work: (handle: unknown, run: <R>(op: Operation<R>) => Promise<R>) => Promise<T>,
   ): Promise<T> {
     await this.ready();
-    const body = (manager: EntityManager) =>
-      work(manager, (op) => runOnQueryRunner(manager.queryRunner as QueryRunner, this.dialect, op));
-    // SQLite has one isolation level (serializable); TypeORM refuses to name another there.
-    return this.sqlite
-      ? this.dataSource.transaction(body)
-      : this.dataSource.transaction('READ COMMITTED', body);
-  }
-
-  /** Gives the heartbeat's connection back; the DataSource is the app's to destroy. */
-  async close(): Promise<void> {
-    const runner = this.heartbeat;
-    this.heartbeat = null;
-    await runner?.release().catch(() => {});
+    return this.dataSource.transaction((manager) =>
+      work(manager, (op) => runOnQueryRunner(manager.queryRunner as QueryRunner, this.dialect, op)),
+    );
   }
 }

@@ -1,21 +1,38 @@
-import { assertKnownOptions, assertPositiveInteger, StoreError, ValidationError } from '@jobs/core';
+import {
+  type AcquireRequest,
+  assertKnownOptions,
+  assertPositiveInteger,
+  type Job,
+  StoreError,
+  ValidationError,
+} from '@jobs/core';
 import {
   type MysqlDialect,
+  type NetworkTimeoutOptions,
+  NotifyingSqlJobStore,
   parseServerVersion,
+  readWakeSignal,
+  resolveConnectionTimeouts,
+  SQLITE_LOCAL_WAKE,
   SqliteCommitWatcher,
-  type SqliteConnection,
-  SqliteSyncRunner,
-  SqlJobStore,
+  type StoreNotifier,
+  WakeSignalWatcher,
 } from '@jobs/core/sql';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { dialectFor, migrateOn } from './migration.js';
-import { type Notifier, PostgresNotifier } from './notifier.js';
-import { TypeormExecutor } from './runner.js';
+import { postgresListener } from './notifier.js';
+import { TypeormExecutor, TypeormSqliteExecutor } from './runner.js';
 
 /** DataSource types the store runs on. `mariadb` uses the MySQL dialect. */
 export type TypeormJobsDriver = 'postgres' | 'mysql' | 'mariadb' | 'better-sqlite3';
 
-export interface TypeormJobStoreOptions {
+/**
+ * The store's options. On PostgreSQL and MySQL, `connectTimeoutMs` (taking a connection from
+ * the DataSource's pool) and `queryTimeoutMs` (each statement) bound every call the store
+ * makes (`NetworkTimeoutOptions`); keepalive is the DataSource's to set.
+ */
+export interface TypeormJobStoreOptions
+  extends Pick<NetworkTimeoutOptions, 'connectTimeoutMs' | 'queryTimeoutMs'> {
   /** The app's DataSource (postgres, mysql, mariadb or better-sqlite3). Initialized on first use if it is not yet. */
   dataSource: DataSource;
   /**
@@ -34,12 +51,18 @@ export interface TypeormJobStoreOptions {
   destroyDataSourceOnClose?: boolean;
   /** SQLite: how long a call waits while the app holds a transaction on TypeORM's one connection. Default 10 000 ms. */
   sqliteTransactionWaitMs?: number;
-  /** SQLite: how often `subscribe` checks `PRAGMA data_version` (a shared-memory read). Default 10 ms. */
+  /**
+   * MySQL/MariaDB and SQLite: how often `subscribe` checks whether another connection added
+   * jobs (the end of the jobs' key; SQLite's `PRAGMA data_version`). Default 20 ms on
+   * MySQL/MariaDB, 10 ms on SQLite.
+   */
+  notifyIntervalMs?: number;
+  /** @deprecated `notifyIntervalMs` (SQLite only). */
   sqliteNotifyIntervalMs?: number;
 }
 
 const OPTIONS = 'dataSource tablePrefix schema destroyDataSourceOnClose sqliteTransactionWaitMs';
-const OPTION_KEYS = new Set(`${OPTIONS} sqliteNotifyIntervalMs`.split(' '));
+const OPTION_KEYS = `${OPTIONS} notifyIntervalMs sqliteNotifyIntervalMs connectTimeoutMs queryTimeoutMs`;
 
 /**
  * A `JobStore` over a TypeORM DataSource: jobs live in the app's database, next to its own
@@ -55,87 +78,93 @@ const OPTION_KEYS = new Set(`${OPTIONS} sqliteNotifyIntervalMs`.split(' '));
  *   await engine.enqueue('send-email', { orderId: order.id }, { tx: manager });
  * });
  */
-export class TypeormJobStore extends SqlJobStore {
+export class TypeormJobStore extends NotifyingSqlJobStore {
   readonly dataSource: DataSource;
-  private readonly destroyOnClose: boolean;
-  private readonly notifier: Notifier | null;
-  private readonly typeorm: TypeormExecutor;
-  private readonly prefix: string;
   /**
-   * Calls `listener` when jobs may have been enqueued by another connection or process
-   * (PostgreSQL LISTEN/NOTIFY, SQLite `PRAGMA data_version`). Absent on MySQL.
+   * Wakes subscribers when jobs may have been enqueued by another connection or process:
+   * PostgreSQL LISTEN/NOTIFY, MySQL's wake signal, SQLite's `PRAGMA data_version`.
    */
-  readonly subscribe?: (listener: () => void) => () => void;
+  protected readonly notifier: StoreNotifier;
+  private readonly destroyOnClose: boolean;
+  private readonly ready: () => Promise<void>;
+  private readonly prefix: string;
 
   constructor(options: TypeormJobStoreOptions) {
     if (!options || typeof options.dataSource?.createQueryRunner !== 'function') {
       throw new ValidationError('dataSource', '[@jobs/typeorm] must be a TypeORM DataSource');
     }
-    assertKnownOptions(options, OPTION_KEYS, '@jobs/typeorm');
+    assertKnownOptions(options, OPTION_KEYS.split(' '), '@jobs/typeorm');
     const dataSource = options.dataSource;
     const { dialect, prefix, schema } = dialectFor(dataSource.options, options);
     // `@jobs/postgres`'s channel for the same tables: either store wakes the other's engines.
     const channel = `${schema ?? 'public'}_${prefix}jobs`;
-    const connection = (): SqliteConnection =>
-      (dataSource.driver as unknown as { databaseConnection: SqliteConnection }).databaseConnection;
-    const sqlite = dialect.name === 'sqlite' ? new SqliteSyncRunner(connection, 200) : null;
     const waitMs = options.sqliteTransactionWaitMs ?? 10_000;
-    const intervalMs = options.sqliteNotifyIntervalMs ?? 10;
     assertPositiveInteger(waitMs, 'sqliteTransactionWaitMs', '@jobs/typeorm');
-    assertPositiveInteger(intervalMs, 'sqliteNotifyIntervalMs', '@jobs/typeorm');
-    const executor = new TypeormExecutor(
-      dataSource,
-      dialect,
-      sqlite && { runner: sqlite, busy: () => connection().inTransaction, waitMs },
-      (tx) => callerRunner(dataSource, tx),
-      () => {
-        // TypeORM read the server's version when it connected, so the dialect need not ask;
-        // the text leaves out the flavour, which only the `mariadb` type states.
-        const version = (dataSource.driver as { version?: string }).version;
-        if (dataSource.options.type === 'mariadb' && version) {
-          (dialect as MysqlDialect).useServer(parseServerVersion(`${version}-MariaDB`));
-        }
-      },
-    );
+    for (const key of ['notifyIntervalMs', 'sqliteNotifyIntervalMs'] as const) {
+      if (options[key] !== undefined) assertPositiveInteger(options[key], key, '@jobs/typeorm');
+    }
+    const intervalMs =
+      options.notifyIntervalMs ??
+      options.sqliteNotifyIntervalMs ??
+      (dialect.name === 'mysql' ? 20 : 10);
+    const timeouts = resolveConnectionTimeouts(options, '@jobs/typeorm');
+    let watcher: SqliteCommitWatcher | null = null;
+    const executor =
+      dialect.name === 'sqlite'
+        ? new TypeormSqliteExecutor(dataSource, dialect, {
+            source: '@jobs/typeorm',
+            maxStatements: 200,
+            onWake: () => watcher?.wakeSoon(),
+            foreignTransactionWaitMs: waitMs,
+            foreignTransactionHint:
+              'A store call from inside dataSource.transaction() must pass { tx: manager }.',
+          })
+        : new TypeormExecutor(dataSource, dialect, timeouts, () => {
+            // TypeORM read the server's version when it connected, so the dialect need not
+            // ask; the text leaves out the flavour, which only the `mariadb` type states.
+            const version = (dataSource.driver as { version?: string }).version;
+            if (dataSource.options.type === 'mariadb' && version) {
+              (dialect as MysqlDialect).useServer(parseServerVersion(`${version}-MariaDB`));
+            }
+          });
     super({
       label: '@jobs/typeorm',
       name: `typeorm-${dialect.name}`,
       dialect,
       executor,
       capabilities: {
-        notifications: dialect.name !== 'mysql',
+        notifications: true,
         skipLocked: dialect.name !== 'sqlite',
         transactionalEnqueue: true,
         multiProcess: true,
       },
       notify:
-        dialect.name === 'postgres' ? { sql: "SELECT pg_notify(?, '')", params: [channel] } : null,
+        dialect.name === 'postgres'
+          ? { sql: "SELECT pg_notify(?, '')", params: [channel] }
+          : dialect.name === 'sqlite'
+            ? SQLITE_LOCAL_WAKE
+            : null,
     });
     this.dataSource = dataSource;
-    this.typeorm = executor;
+    this.ready = executor.ready;
     this.prefix = prefix;
     this.destroyOnClose = options.destroyDataSourceOnClose ?? false;
-    // SQLite: core's `PRAGMA data_version` watcher on TypeORM's connection; until that is
-    // connected it reads 0 (its first real reading then wakes subscribers once, harmlessly).
-    const version = { sql: 'PRAGMA data_version', params: [] };
-    const watcher =
-      sqlite &&
-      new SqliteCommitWatcher(
-        () =>
-          dataSource.isInitialized ? Number(sqlite.execute(version).rows[0]?.data_version) : 0,
-        intervalMs,
-      );
-    // PostgreSQL: the listener retries until the DataSource is connected.
-    const notifier: Notifier | null =
-      dialect.name === 'postgres'
-        ? new PostgresNotifier(dataSource, channel)
-        : watcher && { add: (l) => watcher.subscribe(l), stop: async () => watcher.stop(true) };
-    this.notifier = notifier;
-    if (!notifier) return;
-    this.subscribe = (listener) => {
-      if (this.closed) throw new StoreError(`[@jobs/typeorm] ${this.name}: the store is closed`);
-      return notifier.add(listener);
-    };
+    if (executor instanceof TypeormSqliteExecutor) {
+      // Until TypeORM's connection is open it reads 0 (its first real reading then wakes
+      // subscribers once, harmlessly).
+      const read = () => (dataSource.isInitialized ? executor.dataVersion() : 0);
+      this.notifier = watcher = new SqliteCommitWatcher(read, intervalMs);
+    } else if (dialect.name === 'postgres') {
+      // The listener retries until the DataSource is connected.
+      this.notifier = postgresListener(dataSource, channel, timeouts.queryTimeoutMs);
+    } else {
+      const signal = dialect.wakeSignal as NonNullable<typeof dialect.wakeSignal>;
+      const read = () =>
+        this.closed
+          ? null
+          : this.run('subscribe', () => readWakeSignal(signal), { transaction: false });
+      this.notifier = new WakeSignalWatcher(read, intervalMs);
+    }
   }
 
   /**
@@ -147,7 +176,7 @@ export class TypeormJobStore extends SqlJobStore {
     if (this.closed) throw new StoreError('[@jobs/typeorm] migrate: the store is closed');
     let runner: QueryRunner | undefined;
     try {
-      await this.typeorm.ready();
+      await this.ready();
       runner = this.dataSource.createQueryRunner();
       await migrateOn(runner, this.dialect, this.prefix);
     } catch (error) {
@@ -157,32 +186,16 @@ export class TypeormJobStore extends SqlJobStore {
     }
   }
 
+  /** The first acquisition also opens the heartbeat's own DataSource, in the background. */
+  override acquire(request: AcquireRequest): Promise<Job[]> {
+    if (this.executor instanceof TypeormExecutor) this.executor.openHeartbeat();
+    return super.acquire(request);
+  }
+
   /** Does not close the app's DataSource unless `destroyDataSourceOnClose` was set. */
   override async close(): Promise<void> {
     if (this.closed) return;
     await super.close();
-    await this.notifier?.stop();
     if (this.destroyOnClose && this.dataSource.isInitialized) await this.dataSource.destroy();
   }
-}
-
-/** The caller's open transaction as a QueryRunner, from an EntityManager or a QueryRunner. */
-function callerRunner(dataSource: DataSource, tx: unknown): QueryRunner {
-  const given = (tx ?? {}) as Partial<QueryRunner> & { queryRunner?: QueryRunner };
-  // A QueryRunner says whether it is in a transaction; an EntityManager holds its QueryRunner.
-  const runner =
-    'isTransactionActive' in Object(given) ? (given as QueryRunner) : given.queryRunner;
-  if (!runner?.isTransactionActive) {
-    throw new ValidationError(
-      'tx',
-      '[@jobs/typeorm] must be the EntityManager (or QueryRunner) of an open transaction, e.g. the manager of dataSource.transaction(async (manager) => …)',
-    );
-  }
-  if (runner.connection !== dataSource) {
-    throw new ValidationError(
-      'tx',
-      "[@jobs/typeorm] belongs to another DataSource than the store's",
-    );
-  }
-  return runner;
 }

@@ -9,7 +9,7 @@ const postgres = await serverAvailable('postgres');
 describe.skipIf(!postgres)('lease renewals on a connection of their own (postgres)', () => {
   it('a renewal does not queue behind a pool whose connections are all busy', async () => {
     const db = await createTestDatabase('postgres');
-    // A pool of two: the heartbeat's connection and one for everything else.
+    // A small pool for the app (renewals have a DataSource of their own).
     const dataSource = new DataSource({
       ...db.options,
       poolSize: 2,
@@ -29,7 +29,7 @@ describe.skipIf(!postgres)('lease renewals on a connection of their own (postgre
         tenants: null,
       });
       const ref = { id: job?.id as string, token: job?.lockToken as string };
-      // The first renewal takes the heartbeat's connection; the app then fills the pool and
+      // The first renewal opens the heartbeat's connection; the app then fills its pool and
       // queues more work behind it.
       expect(await store.renewLeases('o', 30_000, [ref])).toEqual({ lost: [] });
       const sleeps = [1, 2, 3].map(() => dataSource.query('SELECT pg_sleep(1.5)'));

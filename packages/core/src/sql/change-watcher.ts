@@ -7,6 +7,7 @@
  * read per interval per store, and acquires only when something changed.
  */
 import { StoreSubscribers } from '../store-support.js';
+import type { Operation, Query } from './executor.js';
 
 export class ChangeWatcher<V> {
   private readonly subscribers = new StoreSubscribers();
@@ -53,6 +54,11 @@ export class ChangeWatcher<V> {
     this.subscribers.wakeSoon();
   }
 
+  /** Stops reading and drops every subscriber (the store is closing). */
+  close(): void {
+    this.stop(true);
+  }
+
   /** Stops reading; with `clear`, also drops every subscriber (the store is closing). */
   stop(clear = false): void {
     if (this.timer) clearInterval(this.timer);
@@ -96,4 +102,30 @@ export class ChangeWatcher<V> {
     this.last = value;
     if (!first) this.subscribers.wake();
   }
+}
+
+/**
+ * Wake-ups from a dialect's `wakeSignal` (MySQL: the end of the jobs' primary key), read by
+ * `read` every `intervalMs` while anyone listens — except within an interval after this
+ * process started an acquisition (`acquiring()`): its engines are looking for jobs anyway.
+ */
+export class WakeSignalWatcher extends ChangeWatcher<string> {
+  private readonly acquired: { at: number };
+
+  /** `read` runs `readWakeSignal` through the store, or returns null once it is closed. */
+  constructor(read: () => Promise<string> | null, intervalMs: number) {
+    const acquired = { at: 0 };
+    super(read, intervalMs, () => Date.now() - acquired.at < intervalMs);
+    this.acquired = acquired;
+  }
+
+  /** This process started an acquisition. */
+  acquiring(): void {
+    this.acquired.at = Date.now();
+  }
+}
+
+/** Reads a dialect's `wakeSignal`, as text. */
+export function* readWakeSignal(signal: Query): Operation<string> {
+  return String((yield signal).rows[0]?.v ?? '');
 }
