@@ -10,7 +10,8 @@ export type JobsErrorCode =
   | 'NOT_FOUND'
   | 'INVALID_STATE'
   | 'STOPPED'
-  | 'TIMEOUT';
+  | 'TIMEOUT'
+  | 'CANCELLED';
 
 export class JobsError extends Error {
   readonly code: JobsErrorCode;
@@ -59,6 +60,29 @@ export class UnrecoverableError extends JobsError {
   constructor(message: string, options?: { cause?: unknown }) {
     super('UNRECOVERABLE', message, options);
     this.name = 'UnrecoverableError';
+  }
+}
+
+/**
+ * An operator cancelled the job (`engine.admin.cancel`): the reason `ctx.signal` aborts with
+ * when the owner's lease renewal answers "cancel". The job ends `cancelled`, never retried,
+ * whatever the handler does next.
+ *
+ * @example
+ * handlers: { report: async (job, ctx) => {
+ *   for (const page of pages) {
+ *     ctx.signal.throwIfAborted(); // throws the CancelledError once cancelled
+ *     await render(page);
+ *   }
+ * } }
+ */
+export class CancelledError extends JobsError {
+  readonly jobId: string;
+
+  constructor(jobId: string) {
+    super('CANCELLED', `job ${jobId} was cancelled`);
+    this.name = 'CancelledError';
+    this.jobId = jobId;
   }
 }
 

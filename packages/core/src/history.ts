@@ -3,7 +3,7 @@
  * (JSON, capped), how a history record is built from a job, and the keyset cursor of
  * `admin.listHistory`. Stores only store what they are given.
  */
-import { UNSTORABLE_IN_JSON as UNSTORABLE } from './engine/validate.js';
+import { UNSTORABLE_IN_JSON as UNSTORABLE } from './engine/payload-check.js';
 import { ValidationError } from './errors.js';
 import type { HistoryKeep, HistoryOutcome, Job, JobHistoryRecord } from './store.js';
 

@@ -4,11 +4,12 @@ export * from './engine/engine.js';
 export type { EngineHealth } from './engine/health.js';
 export * from './engine/types.js';
 // Explicit: the other checks in validate.ts are the engine's, not public API.
-export { checkMeta, MAX_META_ENTRIES, MAX_META_VALUE } from './engine/validate.js';
+export { checkMeta, MAX_META_ENTRIES, MAX_META_VALUE, MAX_SCOPE_LIMIT } from './engine/validate.js';
 export * from './errors.js';
 export * from './history.js';
 export * from './logger.js';
 export * from './memory-store.js';
+export * from './rate-window.js';
 // Explicit: the retry decision in retry.ts is the engine's, not public API.
 export { DEFAULT_RETRIES, DEFAULT_RETRY_POLICY, parseRetryPolicy, retryDelayMs } from './retry.js';
 export * from './schedule/index.js';

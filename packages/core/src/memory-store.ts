@@ -11,9 +11,11 @@ import { randomUUID } from 'node:crypto';
 import { type Clock, systemClock } from './clock.js';
 import { StoreError } from './errors.js';
 import { keepsOutcome, toHistoryRecord } from './history.js';
+import { nextRateWindow, type RateWindow } from './rate-window.js';
 import { dueTime, LEASE_EXPIRED_MESSAGE } from './sql/rows.js';
 import type {
   AcquireRequest,
+  CancelOutcome,
   EnqueueOptions,
   EnqueueResult,
   HistorySettings,
@@ -25,12 +27,16 @@ import type {
   JobRef,
   JobState,
   JobStore,
+  LeaseRenewalRef,
   ListHistoryRequest,
   ListJobsRequest,
   NewJob,
   OverdueType,
   QueueStatsRow,
+  RateTokenGrant,
+  RateTokenRequest,
   RecoverResult,
+  RenewResult,
   RetryPolicy,
   SaveScheduleRequest,
   ScheduleFire,
@@ -76,10 +82,17 @@ export class MemoryJobStore implements JobStore {
     skipLocked: true,
     transactionalEnqueue: false,
     multiProcess: false,
+    scopeLimits: true,
+    keyModes: true,
+    rateLimits: true,
+    cancellation: true,
+    progress: true,
   };
 
   private readonly clock: Clock;
   private readonly jobs = new Map<number, StoredJob>();
+  /** Rate-limit windows by key (see `takeRateTokens`). */
+  private readonly rateWindows = new Map<string, RateWindow>();
   /** job key → id of the unfinished job holding it. */
   private readonly keys = new Map<string, number>();
   private readonly schedules = new Map<string, ScheduleRecord>();
@@ -116,7 +129,9 @@ export class MemoryJobStore implements JobStore {
       );
     }
     const results = this.insertJobs(jobs, this.currentTime());
-    if (results.some((r) => r.created)) this.notify();
+    if (results.some((r) => r.created) || jobs.some((j) => (j.keyMode ?? 'keep') !== 'keep')) {
+      this.notify();
+    }
     return results;
   }
 
@@ -129,26 +144,33 @@ export class MemoryJobStore implements JobStore {
     const queues = request.queues ? new Set(request.queues) : null;
     const tenants = request.tenants ? new Set(request.tenants) : null;
 
-    // Pass 1: scopes whose exclusive job holds a live lease, and the head of every scope (its
-    // first due waiting exclusive job by acquisition order, of any type, queue or tenant).
-    const busyScopes = new Set<string>();
-    const heads = new Map<string, StoredJob>();
+    // Pass 1: per scope, its running limited jobs (live or lapsed lease: a lapsed one keeps its
+    // slot until recovered) and its due waiting limited jobs (of any type, queue or tenant).
+    const running = new Map<string, number>();
+    const waiting = new Map<string, StoredJob[]>();
     for (const stored of this.jobs.values()) {
       const job = stored.job;
-      if (!job.exclusive || job.scope === null) continue;
+      if (job.scope === null || (job.scopeLimit ?? null) === null) continue;
       if (job.state === 'running') {
-        if (job.lockExpiresAt !== null && job.lockExpiresAt.getTime() > nowMs) {
-          busyScopes.add(job.scope);
-        }
+        running.set(job.scope, (running.get(job.scope) ?? 0) + 1);
       } else if (WAITING.has(job.state) && job.dueAt.getTime() <= nowMs) {
-        const head = heads.get(job.scope);
-        if (!head || compareAcquisitionOrder(stored, head) < 0) heads.set(job.scope, stored);
+        const list = waiting.get(job.scope);
+        if (list) list.push(stored);
+        else waiting.set(job.scope, [stored]);
       }
+    }
+    // A limited job may start while it is among the first `limit - running` of its scope.
+    const startable = new Set<StoredJob>();
+    for (const [scope, list] of waiting) {
+      list.sort(compareAcquisitionOrder);
+      const busy = running.get(scope) ?? 0;
+      list.forEach((stored, ahead) => {
+        if (busy + ahead < (stored.job.scopeLimit ?? 1)) startable.add(stored);
+      });
     }
 
     // Pass 2: the first `limit` eligible jobs in acquisition order, kept in a small sorted
-    // array instead of sorting every due job. Only a scope's head is eligible, so one batch
-    // never holds two exclusive jobs of a scope.
+    // array instead of sorting every due job.
     const chosen: StoredJob[] = [];
     for (const stored of this.jobs.values()) {
       const job = stored.job;
@@ -156,8 +178,8 @@ export class MemoryJobStore implements JobStore {
       if (!types.has(job.type)) continue;
       if (queues && !queues.has(job.queue)) continue;
       if (tenants && (job.tenantId === null || !tenants.has(job.tenantId))) continue;
-      if (job.exclusive && job.scope !== null) {
-        if (heads.get(job.scope) !== stored || busyScopes.has(job.scope)) continue;
+      if (job.scope !== null && (job.scopeLimit ?? null) !== null && !startable.has(stored)) {
+        continue;
       }
       insertBounded(chosen, stored, request.limit);
     }
@@ -178,17 +200,49 @@ export class MemoryJobStore implements JobStore {
 
   async complete(refs: readonly JobCompletion[]): Promise<SettleResult> {
     this.assertOpen('complete');
+    // A cancel request wins while the job has not completed: its owner cancels it.
+    return this.finishHeld(refs, 'completed', (job) => job.cancelRequested === true);
+  }
+
+  /**
+   * Removes held jobs as finished with `outcome`, recording them in history as configured; a
+   * job `refuse` keeps is reported lost, like one not held.
+   */
+  private finishHeld(
+    refs: readonly JobCompletion[],
+    outcome: 'completed' | 'cancelled',
+    refuse: (job: Job) => boolean = () => false,
+  ): SettleResult {
     const lost: string[] = [];
     for (const ref of refs) {
       const stored = this.held(ref);
-      if (!stored) {
+      if (!stored || refuse(stored.job)) {
         lost.push(ref.id);
         continue;
       }
       this.remove(stored);
-      this.record(stored.job, 'completed', ref.resultJson, ref.durationMs);
+      const result = outcome === 'completed' ? ref.resultJson : null;
+      this.record(stored.job, outcome, result, ref.durationMs);
     }
     return { lost };
+  }
+
+  async cancel(id: string): Promise<CancelOutcome> {
+    this.assertOpen('cancel');
+    const stored = this.byId(id);
+    if (!stored) return this.history.has(id) ? 'finished' : 'not-found';
+    if (stored.job.state === 'running') {
+      stored.job.cancelRequested = true;
+      return 'requested';
+    }
+    this.remove(stored);
+    this.record(stored.job, 'cancelled', null, null);
+    return 'cancelled';
+  }
+
+  async cancelHeld(refs: readonly JobCompletion[]): Promise<SettleResult> {
+    this.assertOpen('cancelHeld');
+    return this.finishHeld(refs, 'cancelled');
   }
 
   /** `complete(done)` then `acquire(request)` as one atomic step. */
@@ -207,7 +261,7 @@ export class MemoryJobStore implements JobStore {
     const lost: string[] = [];
     for (const failure of failures) {
       const stored = this.held(failure);
-      if (!stored) {
+      if (!stored || stored.job.cancelRequested) {
         lost.push(failure.id);
         continue;
       }
@@ -227,32 +281,61 @@ export class MemoryJobStore implements JobStore {
 
   async release(refs: readonly JobRef[]): Promise<SettleResult> {
     this.assertOpen('release');
+    const { lost, changed } = this.giveBack(refs, (job) => {
+      job.state = 'async';
+    });
+    if (changed) this.notify();
+    return { lost };
+  }
+
+  /** Held jobs back to waiting, unstarted: `change` sets their state, the attempt is not counted. */
+  private giveBack(
+    refs: readonly JobRef[],
+    change: (job: Job) => void,
+  ): { lost: string[]; changed: boolean } {
     const lost: string[] = [];
-    let released = false;
     for (const ref of refs) {
       const stored = this.held(ref);
       if (!stored) {
         lost.push(ref.id);
         continue;
       }
-      const job = stored.job;
-      job.state = 'async';
-      job.attempts -= 1;
-      clearLock(job);
-      released = true;
+      change(stored.job);
+      stored.job.attempts -= 1;
+      clearLock(stored.job);
     }
-    if (released) this.notify();
+    return { lost, changed: lost.length < refs.length };
+  }
+
+  async takeRateTokens(requests: readonly RateTokenRequest[]): Promise<RateTokenGrant[]> {
+    this.assertOpen('takeRateTokens');
+    const nowMs = this.currentTime().getTime();
+    return requests.map((request) => {
+      const window = nextRateWindow(this.rateWindows.get(request.key) ?? null, request, nowMs);
+      this.rateWindows.set(request.key, window.state);
+      return { key: request.key, granted: window.granted, retryAt: window.retryAt };
+    });
+  }
+
+  async deferJobs(refs: readonly JobRef[], delayMs: number): Promise<SettleResult> {
+    this.assertOpen('deferJobs');
+    const due = this.currentTime().getTime() + Math.max(0, delayMs);
+    const { lost } = this.giveBack(refs, (job) => {
+      job.state = delayMs > 0 ? 'timer' : 'async';
+      job.dueAt = new Date(due);
+    });
     return { lost };
   }
 
   async renewLeases(
     owner: string,
     leaseMs: number,
-    refs: readonly JobRef[],
-  ): Promise<SettleResult> {
+    refs: readonly LeaseRenewalRef[],
+  ): Promise<RenewResult> {
     this.assertOpen('renewLeases');
     const expires = this.clock.now() + leaseMs;
     const lost: string[] = [];
+    const cancelRequested: string[] = [];
     for (const ref of refs) {
       const stored = this.held(ref);
       if (!stored || stored.job.lockOwner !== owner) {
@@ -260,8 +343,12 @@ export class MemoryJobStore implements JobStore {
         continue;
       }
       stored.job.lockExpiresAt = new Date(expires);
+      if (ref.progressJson !== undefined && ref.progressJson !== null) {
+        stored.job.progress = JSON.parse(ref.progressJson);
+      }
+      if (stored.job.cancelRequested) cancelRequested.push(ref.id);
     }
-    return { lost };
+    return cancelRequested.length > 0 ? { lost, cancelRequested } : { lost };
   }
 
   async recoverExpiredLeases(limit: number): Promise<RecoverResult> {
@@ -330,8 +417,12 @@ export class MemoryJobStore implements JobStore {
 
   async listJobs(request: ListJobsRequest): Promise<Job[]> {
     this.assertOpen('listJobs');
+    const after =
+      request.afterId != null && /^[1-9][0-9]*$/.test(request.afterId)
+        ? Number(request.afterId)
+        : 0;
     const matching = [...this.jobs.values()]
-      .filter((s) => matchesFilter(s.job, request))
+      .filter((s) => s.seq > after && matchesFilter(s.job, request))
       .sort((a, b) => a.seq - b.seq);
     const offset = Math.max(0, request.offset);
     return matching.slice(offset, offset + Math.max(0, request.limit)).map((s) => copyJob(s.job));
@@ -345,6 +436,8 @@ export class MemoryJobStore implements JobStore {
     job.state = 'async';
     job.dueAt = this.currentTime();
     job.retriesLeft = retries;
+    // A retry starts afresh: it drops a cancel request left from a run whose owner died.
+    job.cancelRequested = false;
     clearLock(job);
     this.notify();
     return copyJob(job);
@@ -359,10 +452,13 @@ export class MemoryJobStore implements JobStore {
     return true;
   }
 
-  async countJobs(filter: JobFilter): Promise<number> {
+  async countJobs(filter: JobFilter, cap = Number.POSITIVE_INFINITY): Promise<number> {
     this.assertOpen('countJobs');
     let count = 0;
-    for (const { job } of this.jobs.values()) if (matchesFilter(job, filter)) count += 1;
+    for (const { job } of this.jobs.values()) {
+      if (count >= cap) break;
+      if (matchesFilter(job, filter)) count += 1;
+    }
     return count;
   }
 
@@ -482,11 +578,15 @@ export class MemoryJobStore implements JobStore {
       .slice(0, request.limit);
   }
 
-  async queueStats(): Promise<QueueStatsRow[]> {
+  async queueStats(options: { newest?: number } = {}): Promise<QueueStatsRow[]> {
     this.assertOpen('queueStats');
     const now = this.currentTime().getTime();
     const groups = new Map<string, QueueStatsRow>();
-    for (const { job } of this.jobs.values()) {
+    let entries = [...this.jobs.values()];
+    // Insertion order is id order: the newest are at the end.
+    if (options.newest !== undefined && options.newest >= 0)
+      entries = entries.slice(Math.max(0, entries.length - options.newest));
+    for (const { job } of entries) {
       const key = `${job.queue}\u0000${job.type}\u0000${job.state}`;
       const due = job.dueAt.getTime() <= now ? 1 : 0;
       const row = groups.get(key);
@@ -679,13 +779,26 @@ export class MemoryJobStore implements JobStore {
   private insertJobs(jobs: readonly NewJob[], now: Date): EnqueueResult[] {
     const nowMs = now.getTime();
     return jobs.map((input) => {
+      const due = dueTime(input, now);
       if (input.key !== null) {
         const holder = this.keys.get(input.key);
         const existing = holder === undefined ? undefined : this.jobs.get(holder);
-        if (existing) return { job: copyJob(existing.job), created: false };
+        if (existing) {
+          const mode = input.keyMode ?? 'keep';
+          const held = existing.job;
+          // `replace`/`debounce` change only a waiting holder (see `NewJob.keyMode`).
+          if (mode !== 'keep' && WAITING.has(held.state)) {
+            held.payload = cloneJson(input.payload);
+            if (mode === 'replace' || held.dueAt.getTime() < due.getTime()) {
+              held.dueAt = due;
+              held.state = due.getTime() > nowMs ? 'timer' : 'async';
+            }
+          }
+          return { job: copyJob(held), created: false };
+        }
       }
       const seq = this.nextSeq++;
-      const due = dueTime(input, now);
+      const limit = input.exclusive ? 1 : (input.scopeLimit ?? null);
       const job: Job = {
         id: String(seq),
         type: input.type,
@@ -696,7 +809,8 @@ export class MemoryJobStore implements JobStore {
         retriesLeft: input.retries,
         attempts: 0,
         scope: input.scope,
-        exclusive: input.exclusive,
+        exclusive: limit === 1,
+        scopeLimit: limit,
         key: input.key,
         tenantId: input.tenantId,
         queue: input.queue,
@@ -711,6 +825,8 @@ export class MemoryJobStore implements JobStore {
         occurrence: input.occurrence ? new Date(input.occurrence) : null,
         shard: input.shard ? { index: input.shard.index, count: input.shard.count } : null,
         meta: input.meta ? { ...input.meta } : null,
+        progress: null,
+        cancelRequested: false,
       };
       this.jobs.set(seq, { seq, job });
       if (input.key !== null) this.keys.set(input.key, seq);
@@ -787,6 +903,7 @@ function matchesFilter(job: Job, filter: JobFilter): boolean {
   if (filter.tenantId !== undefined && job.tenantId !== filter.tenantId) return false;
   if (filter.queue !== undefined && job.queue !== filter.queue) return false;
   if (filter.schedule !== undefined && job.schedule !== filter.schedule) return false;
+  if (filter.key !== undefined && job.key !== filter.key) return false;
   return true;
 }
 
@@ -818,6 +935,10 @@ function copyJob(job: Job): Job {
     occurrence: job.occurrence ? new Date(job.occurrence) : null,
     shard: job.shard ? { ...job.shard } : null,
     meta: job.meta ? { ...job.meta } : null,
+    progress:
+      job.progress === null || typeof job.progress !== 'object'
+        ? job.progress
+        : structuredClone(job.progress),
   };
 }
 

@@ -21,8 +21,11 @@
  * - **token** (fencing token): a fresh value written at each acquisition. Every write by the
  *   holder (complete, fail, release, renew) names the token; a stale token changes nothing.
  * - **scope**: a string grouping jobs (a process instance, a tenant's account, a shard). At most
- *   one *exclusive* job per scope runs at a time, and they start in order.
- * - **key**: a unique key; while an unfinished job holds it, enqueuing the same key returns that job.
+ *   `scopeLimit` *limited* jobs per scope run at a time (an *exclusive* job has a limit of 1),
+ *   and they start in order. A limited job's lease keeps its slot until it settles or is
+ *   recovered, also after it lapsed.
+ * - **key**: a unique key; while an unfinished job holds it, enqueuing the same key returns that
+ *   job (`keyMode` `keep`), or updates it while it waits (`replace`, `debounce`).
  * - **schedule**: a named repeating trigger (cron, every, repeat). Each **occurrence** (one fire
  *   time) creates its jobs exactly once, whoever fires it. Every write bumps its `version`; fires
  *   and redefinitions compare-and-set on it, so neither undoes the other.
@@ -39,8 +42,10 @@
  * settles), `lease-renewal.ts` (heartbeat and local lease deadline), `maintenance.ts` (clock
  * sync, expired-lease recovery), `timer-firing.ts` (schedule firing, the `timer-fired` event),
  * `shutdown.ts`. The retry decision (retry or deadletter, and the backoff) is in `retry.ts`.
- * The exclusive-scope rule is a store's: `sql/scope-rule.ts` for SQL stores, `acquire` in
- * `memory-store.ts`; the engine only checks that an exclusive job has a scope (`validate.ts`).
+ * The scope-limit rule (exclusive = a limit of 1) is a store's: `sql/scope-rule.ts` for SQL
+ * stores, `acquire` in `memory-store.ts`; the engine only checks the options (`validate.ts`).
+ * Rate limits: the window rule is `rate-window.ts` (kept per key by the store's
+ * `takeRateTokens`), the engine's side `engine/rate-limits.ts`.
  * The SQL stores share `sql/` (`@jobs/core/sql`): `sql-store.ts` (`SqlJobStore`, this contract
  * over a `Dialect` and an `Executor`), `operations/` (enqueue, acquire, settle, recover, admin,
  * schedules), `dialects/` (PostgreSQL, MySQL/MariaDB, SQLite), `rows.ts` (the one column list)
@@ -88,7 +93,13 @@ export interface Job<P = unknown> {
   /** Acquisitions so far (a release gives one back). */
   attempts: number;
   scope: string | null;
+  /** At most one job of its scope with a limit runs at a time (a `scopeLimit` of 1). */
   exclusive: boolean;
+  /**
+   * At most this many limited jobs of its scope run at once (1 for an exclusive job); null for
+   * a job without a limit. Optional, so stores written before limits still type-check.
+   */
+  scopeLimit?: number | null;
   key: string | null;
   tenantId: string | null;
   queue: string;
@@ -113,6 +124,16 @@ export interface Job<P = unknown> {
    * context (`traceparent`, `tracestate`) that `@jobs/otel` writes; null when none were given.
    */
   meta: Record<string, string> | null;
+  /**
+   * The latest value the handler reported with `ctx.progress` (JSON) and a heartbeat wrote;
+   * null when none. Absent on stores without `capabilities.progress`.
+   */
+  progress?: unknown;
+  /**
+   * An operator asked to cancel this running job (`admin.cancel`); its owner learns it from its
+   * next lease renewal. Absent on stores without `capabilities.cancellation`.
+   */
+  cancelRequested?: boolean;
 }
 
 /** A job to insert. The engine has validated it. */
@@ -126,8 +147,23 @@ export interface NewJob {
   priority: number;
   retries: number;
   scope: string | null;
+  /** A scope limit of 1 (`scopeLimit` is then 1 or absent). */
   exclusive: boolean;
+  /**
+   * The job's scope limit N ≥ 1 (1 with `exclusive`); absent or null for none. A store without
+   * `capabilities.scopeLimits` is never given one above 1 (the engine refuses it).
+   */
+  scopeLimit?: number | null;
   key: string | null;
+  /**
+   * What a key held by an unfinished job does (absent: `keep`): `keep` returns the holder;
+   * `replace` gives a *waiting* holder (`timer`/`async`) this job's payload and due time;
+   * `debounce` gives it this payload and the later of the two due times. A running (or
+   * suspended, dead-letter) holder is returned unchanged. Concurrent enqueuers queue on the
+   * holder (the last one wins); a holder created by a transaction this one cannot see is
+   * returned unchanged (this enqueue counts as the earlier). Only with `capabilities.keyModes`.
+   */
+  keyMode?: KeyMode;
   tenantId: string | null;
   queue: string;
   retryPolicy: RetryPolicy | null;
@@ -140,6 +176,9 @@ export interface NewJob {
    */
   meta?: Record<string, string> | null;
 }
+
+/** What enqueuing a key that an unfinished job holds does (see `NewJob.keyMode`). */
+export type KeyMode = 'keep' | 'replace' | 'debounce';
 
 export interface EnqueueResult {
   job: Job;
@@ -171,7 +210,7 @@ export interface JobCompletion extends JobRef {
 
 /**
  * How a finished job ended: `completed` (its handler succeeded), `deadletter` (an operator
- * deleted it from the dead-letter area), `cancelled` (reserved for cancellation).
+ * deleted it from the dead-letter area), `cancelled` (an operator cancelled it, `admin.cancel`).
  */
 export type HistoryOutcome = 'completed' | 'deadletter' | 'cancelled';
 
@@ -244,6 +283,29 @@ export interface AcquireRequest {
   tenants: readonly string[] | null;
 }
 
+/** Starts asked of one rate-limit window (`JobStore.takeRateTokens`). */
+export interface RateTokenRequest {
+  /** The window's key: the job type, or `type|key` for a keyed limit. At most 255 characters. */
+  key: string;
+  /** Most starts per window. */
+  max: number;
+  /** Window length in ms. */
+  perMs: number;
+  /** Starts wanted now (0: only push the window out, with `blockMs`). */
+  want: number;
+  /** Grant nothing until `now + blockMs` on the store's clock (a remote said "back off"). */
+  blockMs?: number;
+}
+
+/** What a rate-limit window granted. */
+export interface RateTokenGrant {
+  key: string;
+  /** Starts granted, at most `want`; those plus the window's earlier ones are at most `max`. */
+  granted: number;
+  /** When the window ends (or the block lifts), on the store's clock: when to ask again. */
+  retryAt: Date;
+}
+
 export interface JobFailure extends JobRef {
   error: JobError;
   /** True: straight to the dead-letter area. False: back to `timer`, due after the delay. */
@@ -256,6 +318,32 @@ export interface JobFailure extends JobRef {
 export interface SettleResult {
   lost: string[];
 }
+
+/**
+ * A lease to renew, with the latest progress its handler reported (`ctx.progress`) as JSON text
+ * when it changed since the last renewal: the store writes it in the renewing statement.
+ */
+export interface LeaseRenewalRef extends JobRef {
+  /** JSON text of at most `MAX_PROGRESS_BYTES`; absent or null: progress unchanged. */
+  progressJson?: string | null;
+}
+
+/** What a renewal did: lost leases, and the renewed jobs an operator asked to cancel. */
+export interface RenewResult extends SettleResult {
+  /** Ids (renewed, not lost) with a cancel request; absent when there are none. */
+  cancelRequested?: string[];
+}
+
+/** Largest progress value a store keeps, in bytes of JSON (UTF-8). */
+export const MAX_PROGRESS_BYTES = 8 * 1024;
+
+/**
+ * What `JobStore.cancel` did: `cancelled` (a waiting, suspended or dead-letter job was deleted,
+ * with a history record of outcome `cancelled`), `requested` (a running job was flagged; its
+ * owner ends it at its next renewal), `finished` (no live job, but history has it: it already
+ * ended), `not-found` (no live job and no history record).
+ */
+export type CancelOutcome = 'cancelled' | 'requested' | 'finished' | 'not-found';
 
 export interface RecoverResult {
   /** Jobs whose lease expired, made acquirable again (an attempt counted). */
@@ -272,12 +360,23 @@ export interface JobFilter {
   tenantId?: string;
   queue?: string;
   schedule?: string;
+  /**
+   * The job holding this unique key. Optional for stores (a store may ignore it), so only
+   * `listJobs`/`countJobs` callers that check the result use it; bulk writes never take it.
+   */
+  key?: string;
 }
 
 export interface ListJobsRequest extends JobFilter {
   /** Page size, 1..1000. */
   limit: number;
   offset: number;
+  /**
+   * Keyset position: only jobs after this id in id order (`offset` then applies after it), so
+   * deep pages stay as fast as the first. Optional for stores: one that ignores it returns
+   * jobs from the start, which a caller can tell (the first id is not after `afterId`).
+   */
+  afterId?: string | null;
 }
 
 export interface StatsRow {
@@ -370,6 +469,26 @@ export interface StoreCapabilities {
   transactionalEnqueue: boolean;
   /** Several processes may open the same store at once. */
   multiProcess: boolean;
+  /**
+   * Scope limits above 1 (`NewJob.scopeLimit`) are kept; absent or false: only exclusive
+   * (a limit of 1), and the engine refuses larger limits with a clear error.
+   */
+  scopeLimits?: boolean;
+  /** `NewJob.keyMode` `replace` and `debounce` are kept; absent or false: only `keep`. */
+  keyModes?: boolean;
+  /** `takeRateTokens` and `deferJobs` exist: rate limits are kept in the store. */
+  rateLimits?: boolean;
+  /**
+   * `cancel` and `cancelHeld` exist, `renewLeases` answers `cancelRequested`, and `complete`
+   * / `fail` leave a cancel-requested job alone (reported lost, so its owner cancels it).
+   * Absent or false: `admin.cancel` says the store cannot cancel.
+   */
+  cancellation?: boolean;
+  /**
+   * `renewLeases` writes `progressJson`, and jobs (and history records) carry `progress`.
+   * Absent or false: `ctx.progress` keeps the value in the engine's memory only.
+   */
+  progress?: boolean;
 }
 
 export interface EnqueueOptions {
@@ -399,9 +518,10 @@ export interface JobStore {
   /**
    * Leases up to `limit` due jobs (state `timer` or `async`, `dueAt <= now`) of the given types to
    * `owner`, in acquisition order, and returns them as `running` with a fresh token, lease expiry
-   * `now + leaseMs` and `attempts + 1`. Never hands a job to two owners. An exclusive job is taken
-   * only if it is first in its scope (by acquisition order) among due waiting jobs and no
-   * exclusive job of its scope is running with a live lease.
+   * `now + leaseMs` and `attempts + 1`. Never hands a job to two owners. A limited job (exclusive,
+   * or with a `scopeLimit` N) is taken only while fewer than N limited jobs of its scope are
+   * `running` (live or lapsed lease) and it is among the first `N - running` due waiting limited
+   * jobs of its scope by acquisition order (any type, queue or tenant); N is its own limit.
    */
   acquire(request: AcquireRequest): Promise<Job[]>;
 
@@ -434,11 +554,45 @@ export interface JobStore {
   /** Records failed attempts: back to `timer` after the delay with one retry fewer, or deadletter. */
   fail(failures: readonly JobFailure[]): Promise<SettleResult>;
 
+  /**
+   * Optional (`capabilities.rateLimits`): takes starts from fixed windows kept in the store, one
+   * per key, atomically across connections and processes: a window starts at the first take
+   * after the previous one ended, and grants at most `max` starts in all. Results in input order.
+   */
+  takeRateTokens?(requests: readonly RateTokenRequest[]): Promise<RateTokenGrant[]>;
+
+  /**
+   * Optional (`capabilities.rateLimits`): gives held jobs back unstarted, due `delayMs` from the
+   * store's now (`timer`, or `async` for 0), the attempt not counted — for jobs over a rate limit.
+   */
+  deferJobs?(jobs: readonly JobRef[], delayMs: number): Promise<SettleResult>;
+
   /** Gives jobs back unstarted: `async` again, lock cleared, the attempt not counted. */
   release(jobs: readonly JobRef[]): Promise<SettleResult>;
 
-  /** Extends the leases of `owner`'s jobs to `now + leaseMs`, in one statement where possible. */
-  renewLeases(owner: string, leaseMs: number, jobs: readonly JobRef[]): Promise<SettleResult>;
+  /**
+   * Extends the leases of `owner`'s jobs to `now + leaseMs`, in one statement where possible,
+   * writing each ref's `progressJson` (when given, with `capabilities.progress`) in the same
+   * statement, and answers which renewed jobs have a cancel request (`capabilities.cancellation`).
+   */
+  renewLeases(
+    owner: string,
+    leaseMs: number,
+    jobs: readonly LeaseRenewalRef[],
+  ): Promise<RenewResult>;
+
+  /**
+   * Optional (`capabilities.cancellation`): cancels job `id`. A job that is not running is
+   * deleted at once, with a history record of outcome `cancelled` (while history keeps `all`
+   * or `failed`); a running one is flagged `cancelRequested` for its owner. See `CancelOutcome`.
+   */
+  cancel?(id: string): Promise<CancelOutcome>;
+  /**
+   * Optional (`capabilities.cancellation`): deletes running jobs held with these tokens as
+   * cancelled (history outcome `cancelled`, with `durationMs`), never to be retried. Fenced
+   * like `complete`: a stale token changes nothing and is reported lost.
+   */
+  cancelHeld?(jobs: readonly JobCompletion[]): Promise<SettleResult>;
 
   /**
    * Finds running jobs whose lease expired: with retries left they become `async` with one retry
@@ -474,8 +628,11 @@ export interface JobStore {
   activate(filter: JobFilter): Promise<number>;
   /** Job counts by type and state. */
   stats(): Promise<StatsRow[]>;
-  /** Optional: how many jobs match the filter (bulk dry runs). */
-  countJobs?(filter: JobFilter): Promise<number>;
+  /**
+   * Optional: how many jobs match the filter (bulk dry runs). With `cap`, counts at most `cap`
+   * (a page header's "10,000+" without counting a million rows); a store may ignore `cap`.
+   */
+  countJobs?(filter: JobFilter, cap?: number): Promise<number>;
   /**
    * Optional bulk retry: moves at most `limit` dead-letter jobs matching the filter (its `state`
    * is ignored) to `async` with `retries` fresh retries, as `retryDeadletter` does; returns how
@@ -519,8 +676,17 @@ export interface JobStore {
   /**
    * Optional: job counts by queue, type and state, each with how many are due and the earliest
    * due time, in any order. Operators' views (`jobs status`) and queue-depth metrics read it.
+   * With `newest`, counts only the newest `newest` jobs (by id): a bounded read for tables too
+   * big to group on every page view (a store may ignore it and count them all).
    */
-  queueStats?(): Promise<QueueStatsRow[]>;
+  queueStats?(options?: { newest?: number }): Promise<QueueStatsRow[]>;
+  /**
+   * Optional: the number of live jobs as the database's statistics estimate it, without
+   * counting (PostgreSQL `pg_class.reltuples`, MySQL/MariaDB `information_schema.TABLES`);
+   * null when it has no estimate (never analysed, SQLite). Dashboards use it to decide between
+   * exact and bounded counts.
+   */
+  estimateJobs?(): Promise<number | null>;
 
   // ---- schedules ----
 

@@ -116,4 +116,41 @@ describe('stop()', () => {
     await e.stop({ timeoutMs: 100 });
     expect(e.snapshot().state).toBe('stopped');
   }, 20_000);
+
+  it('a stopped engine retries a write the store refused only while the lease may be live, without keeping the process alive', async () => {
+    const store = new MemoryJobStore();
+    let refusing = false;
+    let completeCalls = 0;
+    const complete = store.complete.bind(store);
+    store.complete = async (jobs) => {
+      completeCalls += 1;
+      if (refusing) throw new Error('the database went away');
+      return complete(jobs);
+    };
+    const leaseMs = 400;
+    let finish = (): void => {};
+    const e = engine({
+      store,
+      leaseMs,
+      handlers: {
+        work: () =>
+          new Promise<void>((resolve) => {
+            finish = resolve;
+          }),
+      },
+    });
+    await e.start();
+    await e.enqueue('work', {});
+    await waitFor(() => e.snapshot().executing === 1, 'the handler started');
+    refusing = true;
+    finish();
+    await waitFor(() => completeCalls > 0, 'a completion was attempted');
+    await e.stop({ timeoutMs: 50 });
+    // Retries go on in the background for about one lease, then end: nothing keeps writing.
+    await sleep(leaseMs * 3);
+    const settled = completeCalls;
+    await sleep(leaseMs * 2);
+    expect(completeCalls).toBe(settled);
+    expect(timers()).toBe(0);
+  });
 });

@@ -102,7 +102,8 @@ export class AcquisitionLoop {
           continue;
         }
         const sentAt = monotonicNow();
-        const acquired = await this.acquireBatch(room);
+        // Jobs over a rate limit go back waiting until their window ends (`rate-limits.ts`).
+        const acquired = await ctx.rateLimits.admit(await this.acquireBatch(room));
         ctx.reportSuccess('acquire');
         this.adaptPrefetch(room, acquired.length);
         errorDelay = 100;
@@ -152,7 +153,7 @@ export class AcquisitionLoop {
       const done = this.settlement.takePendingCompletions();
       try {
         const result = await store.completeAndAcquire(done.map(completionOf), request);
-        this.settlement.afterComplete(done, result);
+        this.settlement.outcomes.afterComplete(done, result);
         return result.jobs;
       } catch (error) {
         this.settlement.retryCompletions(done);

@@ -11,6 +11,7 @@ import { InvalidStateError, NotFoundError, ValidationError } from '../errors.js'
 import { historyCursor, readHistoryCursor } from '../history.js';
 import { DEFAULT_RETRIES } from '../retry.js';
 import {
+  type CancelOutcome,
   HISTORY_OUTCOMES,
   type HistoryOutcome,
   JOB_STATES,
@@ -21,7 +22,17 @@ import {
   type JobStore,
   type OverdueType,
 } from '../store.js';
-import { assertInteger, assertKnownKeys, assertText } from './validate.js';
+import { assertCanCancel } from './cancellation.js';
+import {
+  assertDate,
+  assertInteger,
+  assertKnownKeys,
+  assertText,
+  checkFilter,
+  FILTER_KEYS,
+  HISTORY_KEYS,
+  LIST_KEYS,
+} from './validate.js';
 
 export interface ListJobsOptions extends JobFilter {
   /** Page size, default 50, at most 1000. */
@@ -73,40 +84,8 @@ export const BULK_BATCH = 500;
 /** How long a due job may wait before `unhandled` names its type. */
 export const UNHANDLED_AFTER_MS = 60_000;
 
-const FILTER_KEYS = new Set(['state', 'type', 'scope', 'tenantId', 'queue', 'schedule']);
-const LIST_KEYS = new Set([...FILTER_KEYS, 'limit', 'offset']);
-const HISTORY_KEYS = new Set(['type', 'outcome', 'since', 'until', 'limit', 'cursor']);
-
-function assertDate(value: unknown, field: string): Date {
-  if (!(value instanceof Date) || Number.isNaN(value.getTime())) {
-    throw new ValidationError(field, 'must be a valid Date');
-  }
-  return value;
-}
-
 function emptyCounts(): Record<JobState, number> {
   return Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number>;
-}
-
-function checkFilter(filter: JobFilter, keys: ReadonlySet<string>, where: string): JobFilter {
-  if (filter === null || typeof filter !== 'object') {
-    throw new ValidationError(where, 'must be an object');
-  }
-  assertKnownKeys(filter, keys, where);
-  const states =
-    filter.state === undefined ? [] : Array.isArray(filter.state) ? filter.state : [filter.state];
-  for (const state of states) {
-    if (!JOB_STATES.includes(state as JobState)) {
-      throw new ValidationError(
-        `${where}.state`,
-        `unknown state ${JSON.stringify(state)} (expected ${JOB_STATES.join(', ')})`,
-      );
-    }
-  }
-  for (const key of ['type', 'scope', 'tenantId', 'queue', 'schedule'] as const) {
-    if (filter[key] !== undefined) assertText(filter[key], `${where}.${key}`);
-  }
-  return filter;
 }
 
 export class JobAdmin {
@@ -277,6 +256,27 @@ export class JobAdmin {
     throw new InvalidStateError(
       `job ${id} is ${existing.state}; only deadletter jobs can be retried`,
     );
+  }
+
+  /**
+   * Cancels job `id` (invariant 20): a job that is not running (waiting, suspended, dead) is
+   * removed at once, `'cancelled'`; a running one is flagged, `'requested'`: its owner learns it
+   * from its next lease renewal (within `leaseMs / 3`, on every store), aborts `ctx.signal`
+   * with a `CancelledError`, and the job ends `cancelled` — unless its completion committed
+   * first. `'finished'`: the job already ended (history has it). Throws `NotFoundError` for
+   * an unknown id, and a `JobsError` (`STORE`) when the store cannot cancel.
+   *
+   * @example
+   * const outcome = await engine.admin.cancel(job.id); // 'cancelled' | 'requested' | 'finished'
+   */
+  async cancel(id: string): Promise<Exclude<CancelOutcome, 'not-found'>> {
+    assertText(id, 'id');
+    assertCanCancel(this.store, 'admin.cancel');
+    const outcome = await (this.store.cancel as (id: string) => Promise<CancelOutcome>)(id);
+    if (outcome === 'not-found') {
+      throw new NotFoundError(`job ${id} does not exist (and no history record says it finished)`);
+    }
+    return outcome;
   }
 
   /** Deletes a job in any state. A running job's holder finds its lease lost. */

@@ -10,6 +10,7 @@ import { TypedEvents } from './events.js';
 import { type HeldJob, HeldJobs } from './held-jobs.js';
 import { EngineHookList } from './hooks.js';
 import type { ResolvedEngineOptions } from './options.js';
+import { RateLimits, type ResolvedRateLimit } from './rate-limits.js';
 import type { EngineEventName, EngineEvents } from './types.js';
 
 export type EngineState = EngineSnapshot['state'];
@@ -21,6 +22,8 @@ export class EngineContext {
   readonly wakeup: Wakeup;
   /** Hooks around enqueue and handler runs (`engine.use`). */
   readonly hooks = new EngineHookList();
+  /** The types' rate limits, kept in the store (`rate-limits.ts`). */
+  readonly rateLimits: RateLimits;
   private readonly streaks: ErrorStreaks;
 
   constructor(readonly options: ResolvedEngineOptions) {
@@ -30,6 +33,16 @@ export class EngineContext {
     this.jobs = new HeldJobs(options.concurrency + options.prefetch);
     this.wakeup = new Wakeup(() => this.running);
     this.streaks = new ErrorStreaks(options.logger);
+    const limits = new Map<string, ResolvedRateLimit>();
+    for (const [type, handler] of options.handlers) {
+      if (handler.rateLimit) limits.set(type, handler.rateLimit);
+    }
+    this.rateLimits = new RateLimits(
+      options.store,
+      limits,
+      () => options.clock.now(),
+      (error) => this.reportError(error, 'rate limit key'),
+    );
   }
 
   get running(): boolean {

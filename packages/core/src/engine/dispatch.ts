@@ -3,10 +3,11 @@
  * (`ctx.signal`, attempt, occurrence, shard, logger), and hands the outcome to settlement —
  * a completion, a failure with its retry decision (`retry.ts`), or a release after `stop()`.
  */
-import { JobsError, LockLostError } from '../errors.js';
+import { CancelledError, JobsError, LockLostError } from '../errors.js';
 import { historyResultJson } from '../history.js';
 import { decideRetry } from '../retry.js';
 import type { Job } from '../store.js';
+import { canCancel, reportProgress } from './cancellation.js';
 import type { EngineContext } from './context.js';
 import type { HeldJob } from './held-jobs.js';
 import { callThrough } from './hooks.js';
@@ -28,6 +29,16 @@ export class Dispatcher {
   take(jobs: Job[], sentAt: number): void {
     this.ctx.jobs.add(jobs, sentAt);
     this.ctx.emit('acquired', { jobs });
+    if (jobs.some((job) => job.cancelRequested) && canCancel(this.ctx.options.store)) {
+      // Cancelled while running elsewhere, then released or recovered: never started again.
+      const { buffer } = this.ctx.jobs;
+      for (const held of buffer.filter((h) => h.job.cancelRequested)) {
+        buffer.splice(buffer.indexOf(held), 1);
+        held.cancelRequested = true;
+        this.settlement.queueCancel(held);
+      }
+      this.settlement.settleSoon();
+    }
     if (!this.ctx.running) {
       // Acquired by a call that answered after stop() began: give them back at once.
       this.settlement.queueRelease(this.ctx.jobs.buffer.splice(0));
@@ -64,6 +75,8 @@ export class Dispatcher {
       shard: job.shard,
       log: logger,
       transaction: (work) => this.completeInTransaction(held, work),
+      progress: (value) => reportProgress(this.ctx, held, value),
+      rateLimited: (delayMs) => this.ctx.rateLimits.pushBack(job, delayMs),
     };
     const run = () => Promise.resolve().then(() => resolved.handler(job, ctx));
     const hooks = this.ctx.hooks.run;
@@ -92,17 +105,38 @@ export class Dispatcher {
       );
     }
     if (held.lost) throw new LockLostError(held.job.id);
+    if (held.cancelRequested) throw new CancelledError(held.job.id);
     // The handler has not returned yet: the record has its duration so far and no result.
     const completion = { ...held.ref, durationMs: Date.now() - held.startedAt };
-    const result = await store.completeInTransaction(completion, async (tx) => work(tx as Tx));
+    let result: T;
+    try {
+      result = await store.completeInTransaction(completion, async (tx) => work(tx as Tx));
+    } catch (error) {
+      throw await this.cancelledInstead(held, error);
+    }
     held.completedInTransaction = true;
     return result;
+  }
+
+  /**
+   * `ctx.transaction`'s completion was refused (`LockLostError`): when that is because an
+   * operator cancelled the job (still ours, flagged), the handler gets a `CancelledError` and
+   * the job ends cancelled; else the error as it was.
+   */
+  private async cancelledInstead(held: HeldJob, error: unknown): Promise<unknown> {
+    const { store } = this.ctx.options;
+    if (!(error instanceof LockLostError) || !canCancel(store)) return error;
+    const job = await store.getJob(held.job.id).catch(() => null);
+    if (!job?.cancelRequested || job.lockToken !== held.ref.token) return error;
+    held.cancelRequested = true;
+    return new CancelledError(held.job.id);
   }
 
   private finish(held: HeldJob, error: unknown, result?: unknown): void {
     const { jobs } = this.ctx;
     jobs.executing -= 1;
     held.finished = true;
+    const pushBackMs = this.ctx.rateLimits.takePushBack(held.job.id);
     if (held.completedInTransaction) {
       // Completed in the handler's own transaction: nothing left to write.
       jobs.forget(held);
@@ -116,6 +150,13 @@ export class Dispatcher {
     } else if (held.lost) {
       // Lease lost while running: someone else may own the job now; nothing of ours is written.
       jobs.forget(held);
+    } else if (held.cancelRequested) {
+      // An operator cancelled it: it ends cancelled whatever the handler did, never retried.
+      held.completion = { ...held.ref, durationMs: Date.now() - held.startedAt };
+      this.settlement.queueCancel(held);
+    } else if (pushBackMs !== null) {
+      // `ctx.rateLimited(ms)`: back to waiting for ms, whatever the handler returned.
+      this.deferRateLimited(held, pushBackMs);
     } else if (error === null) {
       // Also after stop() aborted it: a handler that succeeded in the grace is done.
       held.completion = {
@@ -137,6 +178,23 @@ export class Dispatcher {
     this.dispatch();
     if (jobs.room() >= jobs.refillBatch()) this.ctx.wakeup.wake();
     jobs.changed();
+  }
+
+  /** Puts a rate-limited job back waiting; it stays held (its lease renewed) until then. */
+  private deferRateLimited(held: HeldJob, delayMs: number): void {
+    const { jobs } = this.ctx;
+    this.ctx.rateLimits
+      .defer(held.ref, delayMs)
+      .then(
+        (kept) => {
+          if (!kept) this.ctx.reportLeaseLost(held);
+        },
+        (error: unknown) => this.ctx.reportError(error, 'defer'),
+      )
+      .finally(() => {
+        jobs.forget(held);
+        jobs.changed();
+      });
   }
 
   private failureOf(held: HeldJob, error: unknown): PendingFailure {

@@ -9,7 +9,7 @@ import type { Job, NewJob } from '../store.js';
 import type { EngineContext } from './context.js';
 import { callThrough } from './hooks.js';
 import type { EnqueueDraft, EnqueueJobOptions } from './types.js';
-import { checkMeta, toNewJob } from './validate.js';
+import { assertStoreCanLimit, checkMeta, toNewJob } from './validate.js';
 
 export interface EnqueueItem {
   type: string;
@@ -44,9 +44,13 @@ export async function enqueueJobs(
         retries,
         maxPayloadBytes,
         typeRetries: handlers.get(item.type)?.retries,
+        typeScopeLimit: handlers.get(item.type)?.scopeLimit,
       });
     }),
   );
+  for (const [index, job] of newJobs.entries()) {
+    checkItem(index, () => assertStoreCanLimit(ctx.options.store, job, 'options'));
+  }
   if (newJobs.length === 0) return [];
   const hooks = ctx.hooks.enqueue;
   if (hooks.length === 0) return writeJobs(ctx, newJobs, options);

@@ -3,6 +3,7 @@
  * not started), executing ones, and finished ones whose settle call is still being written.
  */
 import type { Job, JobCompletion, JobRef } from '../store.js';
+import { monotonicNow } from './lease-renewal.js';
 
 /** A job leased to this engine: buffered (not started), executing, or waiting to be settled. */
 export interface HeldJob {
@@ -29,6 +30,14 @@ export interface HeldJob {
   completion?: JobCompletion;
   /** `ctx.transaction` committed: the job is completed already. */
   completedInTransaction?: boolean;
+  /**
+   * The latest `ctx.progress` value as JSON text, and whether it changed since a renewal last
+   * wrote it (the next heartbeat, or the settle flush, sends it).
+   */
+  progressJson?: string;
+  progressDirty?: boolean;
+  /** An operator cancelled it (a renewal said so): it ends `cancelled`, whatever the handler does. */
+  cancelRequested?: boolean;
 }
 
 export class HeldJobs {
@@ -86,6 +95,22 @@ export class HeldJobs {
   /** Drops a held job, unless the engine has since leased the same job again. */
   forget(held: HeldJob): void {
     if (this.isCurrent(held)) this.byId.delete(held.job.id);
+  }
+
+  /**
+   * Removes (in place) the items whose lease has run out on this process's clock — another
+   * owner may hold the job now — and forgets those jobs. Returns how many items are left.
+   */
+  forgetLapsed<T>(items: T[], heldOf: (item: T) => HeldJob, leaseMs: number): number {
+    const cutoff = monotonicNow() - leaseMs;
+    const live = items.filter((item) => {
+      const held = heldOf(item);
+      if (held.leaseSentAt > cutoff) return true;
+      this.forget(held);
+      return false;
+    });
+    items.splice(0, items.length, ...live);
+    return live.length;
   }
 
   /** Jobs the engine could take now: free slots plus free prefetch buffer. */

@@ -9,6 +9,8 @@
  */
 import { performance } from 'node:perf_hooks';
 import { LockLostError } from '../errors.js';
+import type { LeaseRenewalRef } from '../store.js';
+import { cancelRequested } from './cancellation.js';
 import type { EngineContext } from './context.js';
 import type { HeldJob } from './held-jobs.js';
 import type { Settlement } from './settlement.js';
@@ -83,23 +85,37 @@ export class LeaseRenewal {
     this.renewing = true;
     const sentAt = monotonicNow();
     const holding = [...jobs.values()].filter((h) => !h.lost);
+    // Progress reported since the last renewal rides in the same statement.
+    const writesProgress = store.capabilities.progress === true;
+    const refs: LeaseRenewalRef[] = holding.map((h) =>
+      writesProgress && h.progressDirty
+        ? { ...h.ref, progressJson: h.progressJson ?? null }
+        : h.ref,
+    );
     this.status.inFlightSince = sentAt;
     try {
-      const result = await store.renewLeases(
-        owner,
-        leaseMs,
-        holding.map((h) => h.ref),
-      );
+      const result = await store.renewLeases(owner, leaseMs, refs);
       this.ctx.reportSuccess('renew leases');
       this.status.lastOkAt = Date.now();
       this.status.lastFailed = false;
       const lost = new Set(result.lost);
+      const cancelled = new Set(result.cancelRequested ?? []);
+      refs.forEach((ref, i) => {
+        const held = holding[i] as HeldJob;
+        // Written, unless the handler reported again while the call was in flight.
+        if (ref.progressJson != null && held.progressJson === ref.progressJson) {
+          held.progressDirty = false;
+        }
+      });
       for (const held of holding) {
         // A job settled while the renewal was in flight is reported lost by it; that is not a
         // lost lease. Finished jobs learn their fate from their own settle call.
         if (held.finished || !jobs.isCurrent(held)) continue;
         if (lost.has(held.job.id)) this.markLost(held);
-        else if (!held.lost) held.leaseSentAt = Math.max(held.leaseSentAt, sentAt);
+        else if (!held.lost) {
+          held.leaseSentAt = Math.max(held.leaseSentAt, sentAt);
+          if (cancelled.has(held.job.id)) cancelRequested(this.ctx, this.settlement, held);
+        }
       }
     } catch (error) {
       this.status.lastFailed = true;

@@ -11,6 +11,7 @@ import { consoleLogger } from '../logger.js';
 import { DEFAULT_RETRIES, DEFAULT_RETRY_POLICY, parseRetryPolicy } from '../retry.js';
 import { durationToMs, parseDuration } from '../schedule/iso8601.js';
 import type { HistoryKeep, HistorySettings, JobStore, RetryPolicy } from '../store.js';
+import { type ResolvedRateLimit, resolveRateLimit } from './rate-limits.js';
 import type {
   EngineOptions,
   HandlerDefinition,
@@ -18,7 +19,14 @@ import type {
   JobHandler,
   Logger,
 } from './types.js';
-import { assertInteger, assertKnownKeys, assertText, MAX_PAYLOAD_LIMIT_BYTES } from './validate.js';
+import {
+  assertInteger,
+  assertKnownKeys,
+  assertStoreCanLimit,
+  assertText,
+  MAX_PAYLOAD_LIMIT_BYTES,
+  MAX_SCOPE_LIMIT,
+} from './validate.js';
 
 const ENGINE_OPTION_KEYS = new Set([
   'store',
@@ -58,6 +66,10 @@ export interface ResolvedHandler {
   handler: JobHandler;
   policy: RetryPolicy | null;
   retries: number | undefined;
+  /** Default scope limit of the type's scoped jobs (`HandlerDefinition.scopeLimit`). */
+  scopeLimit?: number;
+  /** The type's rate limit (`HandlerDefinition.rateLimit`). */
+  rateLimit?: ResolvedRateLimit;
 }
 
 /** Engine options after validation, with every default filled in. */
@@ -146,7 +158,16 @@ export function resolveEngineOptions(options: EngineOptions): ResolvedEngineOpti
 
   const handlers = new Map<string, ResolvedHandler>();
   for (const [type, definition] of Object.entries(options.handlers ?? {})) {
-    handlers.set(type, resolveHandler(type, definition));
+    const resolved = resolveHandler(type, definition);
+    assertStoreCanLimit(store, resolved, `handlers.${type}`);
+    if (typeof definition === 'object' && definition?.rateLimit !== undefined) {
+      resolved.rateLimit = resolveRateLimit(
+        definition.rateLimit,
+        `handlers.${type}.rateLimit`,
+        store,
+      );
+    }
+    handlers.set(type, resolved);
   }
   return {
     store,
@@ -210,7 +231,11 @@ function resolveHandler(type: string, definition: JobHandler | HandlerDefinition
       `[@jobs/core] JobEngine: handlers.${type} must be a function or { handler, retry?, retries? }`,
     );
   }
-  assertKnownKeys(definition, new Set(['handler', 'retry', 'retries']), `handlers.${type}`);
+  assertKnownKeys(
+    definition,
+    new Set(['handler', 'retry', 'retries', 'scopeLimit', 'rateLimit']),
+    `handlers.${type}`,
+  );
   const parsed = definition.retry
     ? parseRetryPolicy(definition.retry, `handlers.${type}.retry`)
     : null;
@@ -221,5 +246,15 @@ function resolveHandler(type: string, definition: JobHandler | HandlerDefinition
       definition.retries !== undefined
         ? assertInteger(definition.retries, `handlers.${type}.retries`, 0, 1000)
         : (parsed?.retries ?? undefined),
+    ...(definition.scopeLimit === undefined
+      ? {}
+      : {
+          scopeLimit: assertInteger(
+            definition.scopeLimit,
+            `handlers.${type}.scopeLimit`,
+            1,
+            MAX_SCOPE_LIMIT,
+          ),
+        }),
   };
 }

@@ -10,9 +10,10 @@
  *   effect before it failed, a retry that finds the lease gone reads the job to tell "our earlier
  *   call did it" from a lease really lost (an *uncertain settle*).
  */
-import type { Job, JobCompletion, JobFailure, SettleResult } from '../store.js';
+import type { JobCompletion, JobFailure, LeaseRenewalRef } from '../store.js';
 import type { EngineContext } from './context.js';
 import type { HeldJob } from './held-jobs.js';
+import { SettleOutcomes } from './settle-outcomes.js';
 
 /**
  * How long a completion may wait to ride on the next acquisition (`completeAndAcquire`). A busy
@@ -37,13 +38,17 @@ export class Settlement {
   private pendingComplete: HeldJob[] = [];
   private pendingFail: PendingFailure[] = [];
   private pendingRelease: HeldJob[] = [];
+  /** Jobs an operator cancelled, to delete as cancelled (`JobStore.cancelHeld`). */
+  private pendingCancel: HeldJob[] = [];
   private flushScheduled = false;
   private flushing: Promise<void> | null = null;
   private flushFailures = 0;
+  /** stop() has returned: retries no longer keep the process alive, and end with the lease. */
+  private detached = false;
   /** A batch of failures was refused: write them one by one until a round lands whole. */
   private splitFailures = false;
   private completionTimer: NodeJS.Timeout | null = null;
-  private readonly settleChecks = new Set<Promise<void>>();
+  readonly outcomes: SettleOutcomes;
 
   /**
    * @param scheduledJobsEnded called when jobs created by a schedule ended: a coalesced schedule
@@ -51,12 +56,22 @@ export class Settlement {
    */
   constructor(
     private readonly ctx: EngineContext,
-    private readonly scheduledJobsEnded: () => void,
-  ) {}
+    scheduledJobsEnded: () => void,
+  ) {
+    this.outcomes = new SettleOutcomes(ctx, scheduledJobsEnded, async (held) => {
+      this.queueCancel(held);
+      await this.flush();
+    });
+  }
 
   /** Finished jobs whose completion, failure or release is being written. */
   get pendingCount(): number {
-    return this.pendingComplete.length + this.pendingFail.length + this.pendingRelease.length;
+    return (
+      this.pendingComplete.length +
+      this.pendingFail.length +
+      this.pendingRelease.length +
+      this.pendingCancel.length
+    );
   }
 
   hasPendingCompletions(): boolean {
@@ -68,6 +83,7 @@ export class Settlement {
     return (
       this.pendingComplete.includes(held) ||
       this.pendingRelease.includes(held) ||
+      this.pendingCancel.includes(held) ||
       this.pendingFail.some((f) => f.held === held)
     );
   }
@@ -84,8 +100,23 @@ export class Settlement {
     this.pendingRelease.push(...held);
   }
 
-  /** Takes every pending completion for one store call; the next one starts a new hold. */
+  queueCancel(held: HeldJob): void {
+    if (!this.pendingCancel.includes(held)) this.pendingCancel.push(held);
+  }
+
+  /**
+   * Takes the pending completions for one store call; the next one starts a new hold. Those
+   * with progress not yet written stay for `flush`, which writes the progress first.
+   */
   takePendingCompletions(): HeldJob[] {
+    const taken = this.takeAllCompletions();
+    if (!taken.some((held) => held.progressDirty)) return taken;
+    this.pendingComplete = taken.filter((held) => held.progressDirty);
+    this.scheduleFlush(false);
+    return taken.filter((held) => !held.progressDirty);
+  }
+
+  private takeAllCompletions(): HeldJob[] {
     if (this.completionTimer) {
       clearTimeout(this.completionTimer);
       this.completionTimer = null;
@@ -106,7 +137,10 @@ export class Settlement {
    */
   settleSoon(): void {
     const folds = this.ctx.options.store.completeAndAcquire !== undefined && this.ctx.running;
-    if (this.pendingFail.length + this.pendingRelease.length > 0 || !folds) {
+    if (
+      this.pendingFail.length + this.pendingRelease.length + this.pendingCancel.length > 0 ||
+      !folds
+    ) {
       this.scheduleFlush(false);
     } else if (this.pendingComplete.length > 0) {
       this.holdCompletions();
@@ -136,7 +170,8 @@ export class Settlement {
       // Retry well inside the lease: a completion written after the lease ran out is lost work.
       const cap = Math.max(10, Math.min(MAX_SETTLE_RETRY_MS, this.ctx.options.leaseMs / 4));
       const delay = Math.min(cap, 50 * 2 ** Math.min(this.flushFailures, 7));
-      setTimeout(run, delay);
+      const timer = setTimeout(run, delay);
+      if (this.detached) timer.unref();
     } else {
       setImmediate(run);
     }
@@ -155,10 +190,23 @@ export class Settlement {
 
   private async flushOnce(): Promise<void> {
     const { store } = this.ctx.options;
-    const completes = this.takePendingCompletions();
+    const completes = this.takeAllCompletions();
     const fails = this.pendingFail.splice(0);
     const releases = this.pendingRelease.splice(0);
-    if (completes.length + fails.length + releases.length === 0) return;
+    const cancels = this.pendingCancel.splice(0);
+    if (completes.length + fails.length + releases.length + cancels.length === 0) return;
+    if (this.detached) {
+      // After stop(): a write for a lease that ran out is dropped (the store would refuse it).
+      const { jobs, options } = this.ctx;
+      const self = (held: HeldJob) => held;
+      const left =
+        jobs.forgetLapsed(completes, self, options.leaseMs) +
+        jobs.forgetLapsed(fails, (f) => f.held, options.leaseMs) +
+        jobs.forgetLapsed(releases, self, options.leaseMs) +
+        jobs.forgetLapsed(cancels, self, options.leaseMs);
+      if (left === 0) return;
+    }
+    await this.writeProgress([...completes, ...fails.map((f) => f.held), ...cancels]);
     // After a batch of failures was refused, each is written on its own: one job's bad write
     // (a value the database cannot hold) never holds back the others (invariant 17).
     const splitFails = this.splitFailures && fails.length > 1;
@@ -167,13 +215,25 @@ export class Settlement {
       fails.length > 0 && !splitFails ? store.fail(fails.map((f) => f.failure)) : null,
       releases.length > 0 ? store.release(releases.map((h) => h.ref)) : null,
       splitFails ? this.failOneByOne(fails) : null,
+      cancels.length > 0 ? store.cancelHeld?.(cancels.map(completionOf)) : null,
     ]);
-    const [completed, failed, released, split] = results;
+    const [completed, failed, released, split, cancelled] = results;
     let anyFailed = false;
+    if (cancelled?.status === 'fulfilled') {
+      if (cancelled.value) {
+        this.ctx.reportSuccess('cancel');
+        this.outcomes.afterCancel(cancels, cancelled.value);
+      }
+    } else {
+      anyFailed = true;
+      for (const held of cancels) held.settleUncertain = true;
+      this.pendingCancel.unshift(...cancels);
+      this.ctx.reportError(cancelled?.reason, 'cancel');
+    }
     if (completed?.status === 'fulfilled') {
       if (completed.value) {
         this.ctx.reportSuccess('complete');
-        this.afterComplete(completes, completed.value);
+        this.outcomes.afterComplete(completes, completed.value);
       }
     } else {
       anyFailed = true;
@@ -187,7 +247,7 @@ export class Settlement {
     } else if (failed?.status === 'fulfilled') {
       if (failed.value) {
         this.ctx.reportSuccess('fail');
-        this.afterFail(fails, failed.value);
+        this.outcomes.afterFail(fails, failed.value);
       }
     } else {
       anyFailed = true;
@@ -199,7 +259,7 @@ export class Settlement {
     if (released?.status === 'fulfilled') {
       if (released.value) {
         this.ctx.reportSuccess('release');
-        this.afterRelease(releases, released.value);
+        this.outcomes.afterRelease(releases, released.value);
       }
     } else {
       anyFailed = true;
@@ -212,6 +272,27 @@ export class Settlement {
     this.ctx.jobs.changed();
   }
 
+  /**
+   * Progress reported after the last renewal is written before the job settles (one renewal
+   * call for the whole batch, only when any finished job has such progress), so the final
+   * value is durable and goes to history. A failure here is reported; the settle goes on.
+   */
+  private async writeProgress(finished: readonly HeldJob[]): Promise<void> {
+    const { store, owner, leaseMs } = this.ctx.options;
+    const dirty = finished.filter((held) => held.progressDirty && !held.lost);
+    if (dirty.length === 0 || store.capabilities.progress !== true) return;
+    const refs: LeaseRenewalRef[] = dirty.map((held) => ({
+      ...held.ref,
+      progressJson: held.progressJson ?? null,
+    }));
+    try {
+      await store.renewLeases(owner, leaseMs, refs);
+      for (const held of dirty) held.progressDirty = false;
+    } catch (error) {
+      this.ctx.reportError(error, 'write progress');
+    }
+  }
+
   /** Writes each failure in its own store call; the refused ones wait for the next flush. */
   private async failOneByOne(fails: PendingFailure[]): Promise<{ refused: number }> {
     const { store } = this.ctx.options;
@@ -220,7 +301,7 @@ export class Settlement {
     results.forEach((result, i) => {
       const pending = fails[i] as PendingFailure;
       if (result.status === 'fulfilled') {
-        this.afterFail([pending], result.value);
+        this.outcomes.afterFail([pending], result.value);
         return;
       }
       refused += 1;
@@ -231,96 +312,12 @@ export class Settlement {
     return { refused };
   }
 
-  /** A coalesced schedule fire waits for its previous occurrence to end: look again now. */
-  private afterScheduledJobsEnded(ended: readonly HeldJob[]): void {
-    if (ended.some((h) => h.job.schedule !== null)) this.scheduledJobsEnded();
-  }
-
-  afterComplete(done: HeldJob[], result: SettleResult): void {
-    this.afterScheduledJobsEnded(done);
-    const lost = new Set(result.lost);
-    const now = Date.now();
-    for (const held of done) {
-      this.ctx.jobs.forget(held);
-      const completed = () =>
-        this.ctx.emit('completed', { job: held.job, durationMs: now - held.startedAt });
-      if (!lost.has(held.job.id)) completed();
-      else if (held.settleUncertain) {
-        // An earlier call may have deleted it: then the job is gone, and it was ours.
-        this.reportUncertain(held, (job) => job === null, completed);
-      } else this.ctx.reportLeaseLost(held);
-    }
-  }
-
-  private afterFail(fails: PendingFailure[], result: SettleResult): void {
-    this.afterScheduledJobsEnded(fails.map((f) => f.held));
-    const lost = new Set(result.lost);
-    for (const { held, failure, willRetry } of fails) {
-      this.ctx.jobs.forget(held);
-      const failed = () => {
-        this.ctx.emit('failed', {
-          job: held.job,
-          error: failure.error,
-          willRetry,
-          retryDelayMs: failure.retryDelayMs,
-        });
-        if (willRetry) this.ctx.emit('retried', { job: held.job });
-        else this.ctx.emit('deadlettered', { job: held.job, error: failure.error });
-      };
-      if (!lost.has(held.job.id)) failed();
-      else if (held.settleUncertain) {
-        // An earlier call may have recorded the failure: then the job carries our error (it may
-        // have been retried, even run and finished, since). A lease that really ran out carries
-        // the lease-expired error instead.
-        this.reportUncertain(
-          held,
-          (job) => job === null || job.lastError?.message === failure.error.message,
-          failed,
-        );
-      } else this.ctx.reportLeaseLost(held);
-    }
-    // A retry is a new timer: let the loop see its due time.
-    if (fails.some((f) => f.willRetry)) this.ctx.wakeup.wake();
-  }
-
-  private afterRelease(releases: HeldJob[], result: SettleResult): void {
-    const lost = new Set(result.lost);
-    for (const held of releases) this.ctx.jobs.forget(held);
-    const jobs = releases.filter((h) => !lost.has(h.job.id)).map((h) => h.job);
-    if (jobs.length > 0) {
-      this.ctx.emit('released', { jobs });
-      this.ctx.wakeup.wake();
-    }
-  }
-
   /**
-   * After a settle call that failed (maybe having taken effect) and a retry that found the lease
-   * gone: reads the job to tell "our earlier call did it" (`report`) from a lease really lost.
-   * `stop()` waits for these reads. When the job cannot be read, only the error is reported.
+   * After stop() returned, the engine lets go: pending writes are retried without keeping the
+   * process alive, and only while this engine's lease on the job may still be live.
    */
-  private reportUncertain(
-    held: HeldJob,
-    ours: (job: Job | null) => boolean,
-    report: () => void,
-  ): void {
-    const check = (async () => {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          const job = await this.ctx.options.store.getJob(held.job.id);
-          if (ours(job)) report();
-          else this.ctx.reportLeaseLost(held);
-          return;
-        } catch (error) {
-          if (attempt >= 3) {
-            this.ctx.reportError(error, `read job ${held.job.id} after an uncertain settle`);
-            return;
-          }
-          await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
-        }
-      }
-    })();
-    this.settleChecks.add(check);
-    void check.finally(() => this.settleChecks.delete(check));
+  detach(): void {
+    this.detached = true;
   }
 
   /**
@@ -341,10 +338,5 @@ export class Settlement {
       await new Promise((r) => setTimeout(r, 100));
     }
     if (this.flushing) await this.flushing;
-  }
-
-  /** Waits for the reads that decide how uncertain settles are reported. */
-  async uncertainSettlesChecked(): Promise<void> {
-    while (this.settleChecks.size > 0) await Promise.all(this.settleChecks);
   }
 }

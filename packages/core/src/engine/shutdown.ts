@@ -77,7 +77,10 @@ export class Shutdown {
       });
     }
     // Reads that decide how an uncertain settle is reported, before the caller closes the store.
-    await before(this.settlement.uncertainSettlesChecked(), deadline);
+    await before(this.settlement.outcomes.uncertainSettlesChecked(), deadline);
+    // What the store has not taken yet is retried in the background for as long as the leases
+    // may be live, without keeping the process alive.
+    this.settlement.detach();
     if (orphans === 0) {
       this.leases.stop();
       return;

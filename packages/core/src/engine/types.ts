@@ -1,5 +1,13 @@
 import type { Clock } from '../clock.js';
-import type { HistoryKeep, Job, JobError, JobStore, OverdueType, RetryPolicy } from '../store.js';
+import type {
+  HistoryKeep,
+  Job,
+  JobError,
+  JobStore,
+  KeyMode,
+  OverdueType,
+  RetryPolicy,
+} from '../store.js';
 
 /** What a handler gets besides the job. */
 export interface JobContext {
@@ -31,6 +39,43 @@ export interface JobContext {
    * } }
    */
   transaction<T, Tx = unknown>(work: (tx: Tx) => T | Promise<T>): Promise<T>;
+  /**
+   * Reports how far the job is: any JSON value of at most 8 KiB (`MAX_PROGRESS_BYTES`), else a
+   * `ValidationError` is thrown here. No round trip: the latest value is written with the next
+   * lease renewal (every `leaseMs / 3`) and, if it changed since, before the job settles, so it
+   * survives a restart and goes to history. Readable through `admin.getJob(id).progress`, the
+   * `progress` event, `jobs show` and the dashboard. On a store without
+   * `capabilities.progress` it is kept in this engine's memory only.
+   *
+   * @example
+   * for (const [i, file] of files.entries()) {
+   *   await upload(file);
+   *   ctx.progress({ done: i + 1, total: files.length });
+   * }
+   */
+  progress(value: unknown): void;
+  /**
+   * The remote said "back off": pushes this job's rate-limit window (its type's `rateLimit`
+   * key) out by `delayMs`, so no engine starts a job of that key before then, and puts this job
+   * back waiting for `delayMs` when the handler returns, without counting an attempt. Return
+   * right after it. Needs a store with `capabilities.rateLimits`.
+   *
+   * @example
+   * const res = await fetch(url, { signal: ctx.signal });
+   * if (res.status === 429) return ctx.rateLimited(Number(res.headers.get('retry-after')) * 1000);
+   */
+  rateLimited(delayMs: number): Promise<void>;
+}
+
+/**
+ * At most `max` starts of a type per `perMs` window, across every engine on the store; `key`
+ * splits the limit by what it returns for a job (a tenant, an API host), each key its own window.
+ */
+export interface RateLimit {
+  max: number;
+  perMs: number;
+  // biome-ignore lint/suspicious/noExplicitAny: handlers choose their payload type
+  key?: (job: Job<any>) => string;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: handlers choose their payload type
@@ -43,6 +88,20 @@ export interface HandlerDefinition<P = unknown> {
   retry?: RetryPolicy | string;
   /** Default retries for jobs of this type enqueued without `retries`. */
   retries?: number;
+  /**
+   * Default scope limit of jobs of this type enqueued with a `scope` and neither `exclusive`
+   * nor `scopeLimit`: at most this many of them (and of other limited jobs of the scope) run
+   * at once. 1 to 1000.
+   */
+  scopeLimit?: number;
+  /**
+   * At most `max` starts per `perMs` ms (per `key(job)` when given), across all engines: jobs
+   * over it wait, due when the window ends, without counting an attempt.
+   *
+   * @example
+   * handlers: { report: { handler, rateLimit: { max: 10, perMs: 1000, key: (job) => job.tenantId ?? '-' } } }
+   */
+  rateLimit?: RateLimit;
 }
 
 export interface Logger {
@@ -123,10 +182,27 @@ export interface EnqueueJobOptions {
   /** Higher runs first. Default 0. */
   priority?: number;
   scope?: string;
-  /** At most one exclusive job per scope runs at a time. Needs `scope`. */
+  /** At most one exclusive job per scope runs at a time. Needs `scope`. Same as `scopeLimit: 1`. */
   exclusive?: boolean;
+  /**
+   * At most this many limited jobs of `scope` run at once, across all nodes (1 to 1000; needs
+   * `scope`). Each waiting job checks the scope against its own limit.
+   *
+   * @example
+   * await engine.enqueue('sync', { account: 'acct-1' }, { scope: 'acct-1', scopeLimit: 3 });
+   */
+  scopeLimit?: number;
   /** While an unfinished job holds this key, enqueue returns it instead of creating another. */
   key?: string;
+  /**
+   * What enqueuing a held `key` does: `keep` (default) returns the holder; `replace` gives a
+   * waiting holder this payload and due time; `debounce` gives it this payload and pushes its
+   * due time out (never in). A running holder is returned unchanged. Needs `key`.
+   *
+   * @example
+   * await engine.enqueue('reindex', { doc }, { key: `reindex:${doc}`, keyMode: 'debounce', delayMs: 5_000 });
+   */
+  keyMode?: KeyMode;
   tenantId?: string;
   /** Default `'default'`. */
   queue?: string;
@@ -184,6 +260,13 @@ export interface EngineEvents {
   retried: { job: Job };
   deadlettered: { job: Job; error: JobError };
   'lease-lost': { job: Job };
+  /** A handler reported progress (`ctx.progress`); it is written with the next renewal. */
+  progress: { job: Job; progress: unknown };
+  /**
+   * A job an operator cancelled ended `cancelled` here (its handler stopped, or it had not
+   * started); it is never retried. `durationMs` is null when it never ran.
+   */
+  cancelled: { job: Job; durationMs: number | null };
   released: { jobs: Job[] };
   'leases-recovered': { requeued: string[]; deadlettered: string[] };
   'schedule-fired': { schedule: string; occurrence: Date; status: string; jobs: Job[] };

@@ -1,10 +1,18 @@
 /**
- * Enqueue input checks. Everything is checked before anything is written, and a failure names
- * the option that was wrong.
+ * Input checks for enqueue options and admin filters. Everything is checked before anything is
+ * written, and a failure names the option that was wrong.
  */
 import { ValidationError } from '../errors.js';
 import { parseRetryPolicy } from '../retry.js';
-import type { NewJob } from '../store.js';
+import {
+  JOB_STATES,
+  type JobFilter,
+  type JobState,
+  type JobStore,
+  type KeyMode,
+  type NewJob,
+} from '../store.js';
+import { checkPayload } from './payload-check.js';
 import type { EnqueueJobOptions } from './types.js';
 
 const ENQUEUE_OPTION_KEYS = new Set<keyof EnqueueJobOptions>([
@@ -15,7 +23,9 @@ const ENQUEUE_OPTION_KEYS = new Set<keyof EnqueueJobOptions>([
   'priority',
   'scope',
   'exclusive',
+  'scopeLimit',
   'key',
+  'keyMode',
   'tenantId',
   'queue',
   'meta',
@@ -24,8 +34,6 @@ const ENQUEUE_OPTION_KEYS = new Set<keyof EnqueueJobOptions>([
 
 const MAX_TEXT = 255;
 const MAX_PRIORITY = 2_147_483_647;
-/** Deepest nesting of a payload every store's JSON column holds (MySQL's limit is 100). */
-export const MAX_PAYLOAD_DEPTH = 64;
 /** Largest payload limit an engine may set: MariaDB's default packet is 16 MiB per statement. */
 export const MAX_PAYLOAD_LIMIT_BYTES = 8 * 1024 * 1024;
 /** Due times every store's time column holds (MySQL DATETIME ends in year 9999). */
@@ -42,14 +50,37 @@ export const MAX_DELAY_MS = 100 * 365.25 * 24 * 3_600_000;
 const UNSTORABLE =
   // biome-ignore lint/suspicious/noControlCharactersInRegex: these are what it finds
   /[\u0000-\u001f\u007f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
-/** The same, but a JSON string may hold tab, newline and carriage return. */
-export const UNSTORABLE_IN_JSON =
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: these are what it finds
-  /[\u0000-\u0008\u000b\u000c\u000e-\u001f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
-
 export interface JobDefaults {
   retries: number;
   maxPayloadBytes: number;
+}
+
+/** Largest scope limit (`scopeLimit`): a limited job's check reads at most this many rows. */
+export const MAX_SCOPE_LIMIT = 1000;
+
+const KEY_MODES: ReadonlySet<string> = new Set<KeyMode>(['keep', 'replace', 'debounce']);
+
+/**
+ * Refuses what `store` cannot keep: a scope limit above 1 without `capabilities.scopeLimits`, a
+ * key mode other than `keep` without `capabilities.keyModes`. `where` names the input.
+ */
+export function assertStoreCanLimit(
+  store: Pick<JobStore, 'name' | 'capabilities'>,
+  input: { scopeLimit?: number | null; keyMode?: KeyMode },
+  where: string,
+): void {
+  if ((input.scopeLimit ?? 1) > 1 && !store.capabilities.scopeLimits) {
+    throw new ValidationError(
+      `${where}.scopeLimit`,
+      `the ${store.name} store keeps no scope limits above 1 (capabilities.scopeLimits is not set); use exclusive for a limit of 1`,
+    );
+  }
+  if ((input.keyMode ?? 'keep') !== 'keep' && !store.capabilities.keyModes) {
+    throw new ValidationError(
+      `${where}.keyMode`,
+      `the ${store.name} store supports only keyMode 'keep' (capabilities.keyModes is not set)`,
+    );
+  }
 }
 
 /** Rejects unknown keys in an options object (a typo must not silently do nothing). */
@@ -92,70 +123,6 @@ export function assertInteger(value: unknown, field: string, min: number, max: n
     );
   }
   return value;
-}
-
-/**
- * Serialises the payload once, to prove every store reads it back as given, and to measure
- * it: no functions, symbols, `NaN` or `Infinity` (JSON would drop them or turn them into
- * null), no NUL or unpaired surrogates in strings or keys, at most `MAX_PAYLOAD_DEPTH` deep.
- * Errors name the path, e.g. `payload.items.3.price`.
- */
-export function checkPayload(payload: unknown, maxBytes: number, field = 'payload'): unknown {
-  if (payload === undefined) return null;
-  let text: string | undefined;
-  // Path and depth of every object and array on the way down, keyed by the object itself.
-  const paths = new WeakMap<object, { path: string; depth: number }>();
-  try {
-    text = JSON.stringify(payload, function (this: unknown, key, value: unknown) {
-      const parent = (this !== null && typeof this === 'object' && paths.get(this)) || {
-        path: field,
-        depth: 0,
-      };
-      const path = key === '' ? field : `${parent.path}.${key}`;
-      if (typeof value === 'function' || typeof value === 'symbol') {
-        throw new ValidationError(path, `is a ${typeof value}, which is not JSON-serialisable`);
-      }
-      if (typeof value === 'number' && !Number.isFinite(value)) {
-        throw new ValidationError(
-          path,
-          `is ${value}, which JSON cannot hold (it would become null)`,
-        );
-      }
-      if (typeof value === 'string' && UNSTORABLE_IN_JSON.test(value)) {
-        throw new ValidationError(
-          path,
-          'holds a control character (NUL, …) or an unpaired surrogate, which not every database stores',
-        );
-      }
-      if (key !== '' && UNSTORABLE_IN_JSON.test(key)) {
-        throw new ValidationError(path, 'has a key with a control character or unpaired surrogate');
-      }
-      if (value !== null && typeof value === 'object') {
-        const depth = parent.depth + 1;
-        if (depth > MAX_PAYLOAD_DEPTH) {
-          throw new ValidationError(path, `is nested deeper than ${MAX_PAYLOAD_DEPTH} levels`);
-        }
-        paths.set(value, { path, depth });
-      }
-      return value;
-    });
-  } catch (error) {
-    if (error instanceof ValidationError) throw error;
-    throw new ValidationError(field, `is not JSON-serialisable: ${(error as Error).message}`, {
-      cause: error,
-    });
-  }
-  if (text === undefined) {
-    throw new ValidationError(field, 'is not JSON-serialisable');
-  }
-  const bytes = Buffer.byteLength(text, 'utf8');
-  if (bytes > maxBytes) {
-    throw new ValidationError(
-      field,
-      `is ${bytes} bytes of JSON, more than the limit of ${maxBytes}`,
-    );
-  }
-  return JSON.parse(text) as unknown;
 }
 
 /** Most entries of a job's `meta`. */
@@ -215,7 +182,7 @@ export function toNewJob(
   type: unknown,
   payload: unknown,
   options: EnqueueJobOptions | undefined,
-  defaults: JobDefaults & { typeRetries?: number },
+  defaults: JobDefaults & { typeRetries?: number; typeScopeLimit?: number },
 ): NewJob {
   const jobType = assertText(type, 'type');
   const opts = options ?? {};
@@ -272,6 +239,37 @@ export function toNewJob(
   if (exclusive && scope === null) {
     throw new ValidationError('exclusive', 'an exclusive job needs a scope (options.scope)');
   }
+  let scopeLimit: number | null = null;
+  if (opts.scopeLimit !== undefined) {
+    scopeLimit = assertInteger(opts.scopeLimit, 'scopeLimit', 1, MAX_SCOPE_LIMIT);
+    if (scope === null) {
+      throw new ValidationError('scopeLimit', 'a scope limit needs a scope (options.scope)');
+    }
+    if (exclusive && scopeLimit !== 1) {
+      throw new ValidationError(
+        'scopeLimit',
+        `exclusive means a scope limit of 1, got exclusive: true with scopeLimit ${scopeLimit}`,
+      );
+    }
+  } else if (exclusive) {
+    scopeLimit = 1;
+  } else if (opts.exclusive === undefined && scope !== null && defaults.typeScopeLimit) {
+    scopeLimit = defaults.typeScopeLimit;
+  }
+  const key = optionalText(opts.key, 'key');
+  let keyMode: KeyMode = 'keep';
+  if (opts.keyMode !== undefined) {
+    if (typeof opts.keyMode !== 'string' || !KEY_MODES.has(opts.keyMode)) {
+      throw new ValidationError(
+        'keyMode',
+        `must be 'keep', 'replace' or 'debounce', got ${describe(opts.keyMode)}`,
+      );
+    }
+    keyMode = opts.keyMode;
+    if (key === null && keyMode !== 'keep') {
+      throw new ValidationError('keyMode', `keyMode '${keyMode}' needs a key (options.key)`);
+    }
+  }
 
   return {
     type: jobType,
@@ -284,8 +282,10 @@ export function toNewJob(
         : assertInteger(opts.priority, 'priority', -MAX_PRIORITY, MAX_PRIORITY),
     retries,
     scope,
-    exclusive,
-    key: optionalText(opts.key, 'key'),
+    exclusive: scopeLimit === 1,
+    ...(scopeLimit === null ? {} : { scopeLimit }),
+    key,
+    ...(keyMode === 'keep' ? {} : { keyMode }),
     tenantId: optionalText(opts.tenantId, 'tenantId'),
     queue: opts.queue === undefined ? 'default' : assertText(opts.queue, 'queue'),
     retryPolicy,
@@ -304,4 +304,42 @@ export function describe(value: unknown): string {
     return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
   if (typeof value === 'object') return Array.isArray(value) ? 'an array' : 'an object';
   return `${typeof value} ${String(value)}`;
+}
+
+/** The fields of a job filter (`admin.listJobs`, `suspend`, bulk actions). */
+export const FILTER_KEYS = new Set(['state', 'type', 'scope', 'tenantId', 'queue', 'schedule']);
+export const LIST_KEYS = new Set([...FILTER_KEYS, 'limit', 'offset']);
+export const HISTORY_KEYS = new Set(['type', 'outcome', 'since', 'until', 'limit', 'cursor']);
+
+export function assertDate(value: unknown, field: string): Date {
+  if (!(value instanceof Date) || Number.isNaN(value.getTime())) {
+    throw new ValidationError(field, 'must be a valid Date');
+  }
+  return value;
+}
+
+/** Checks an admin filter: only `keys`, known states, names as names. */
+export function checkFilter(
+  filter: JobFilter,
+  keys: ReadonlySet<string>,
+  where: string,
+): JobFilter {
+  if (filter === null || typeof filter !== 'object') {
+    throw new ValidationError(where, 'must be an object');
+  }
+  assertKnownKeys(filter, keys, where);
+  const states =
+    filter.state === undefined ? [] : Array.isArray(filter.state) ? filter.state : [filter.state];
+  for (const state of states) {
+    if (!JOB_STATES.includes(state as JobState)) {
+      throw new ValidationError(
+        `${where}.state`,
+        `unknown state ${JSON.stringify(state)} (expected ${JOB_STATES.join(', ')})`,
+      );
+    }
+  }
+  for (const key of ['type', 'scope', 'tenantId', 'queue', 'schedule'] as const) {
+    if (filter[key] !== undefined) assertText(filter[key], `${where}.${key}`);
+  }
+  return filter;
 }

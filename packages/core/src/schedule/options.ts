@@ -7,7 +7,8 @@
  */
 import { Cron } from 'croner';
 import { IANAZone } from 'luxon';
-import { assertText, checkPayload } from '../engine/validate.js';
+import { checkPayload } from '../engine/payload-check.js';
+import { assertText } from '../engine/validate.js';
 import { ValidationError } from '../errors.js';
 import { type IsoDuration, parseDuration, parseRepeat } from './iso8601.js';
 

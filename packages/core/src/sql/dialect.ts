@@ -14,6 +14,7 @@ import type {
   JobCompletion,
   JobFailure,
   JobRef,
+  LeaseRenewalRef,
   NewJob,
   RecoverResult,
 } from '../store.js';
@@ -21,7 +22,7 @@ import type { Operation, Query } from './executor.js';
 import type { Migration } from './migrate.js';
 import type { SqlRow, SqlValue } from './rows.js';
 
-export type TableName = 'jobs' | 'schedules' | 'migrations' | 'history';
+export type TableName = 'jobs' | 'schedules' | 'migrations' | 'history' | 'rate_limits';
 
 export interface Dialect {
   /** The database, for messages and store names: `postgres`, `mysql`, `sqlite`. */
@@ -68,6 +69,11 @@ export interface Dialect {
   readonly scheduleColumns: string;
   /** Suffix of a read that must see the latest committed rows inside any transaction. */
   readonly latestRead: string;
+  /**
+   * A read of the jobs table's row count from the database's statistics, one row with column
+   * `n` (null, or no row, when there is none). Absent where the database keeps none (SQLite).
+   */
+  readonly estimateJobs?: Query;
 
   // ---- capabilities ----
   /** `UPDATE/DELETE … RETURNING` works (PostgreSQL, SQLite; not MySQL/MariaDB). */
@@ -94,6 +100,11 @@ export interface Dialect {
    * anything is due, so an idle poll never takes or waits for the lock.
    */
   readonly probeBeforeAcquire: boolean;
+  /**
+   * A subquery's `LIMIT` may read the outer row (PostgreSQL): the scope rule then asks "is this
+   * row among the scope's first `N - running`" as one ordered probe (see `scope-rule.ts`).
+   */
+  readonly correlatedLimit?: boolean;
 
   // ---- schema ----
   /** Numbered schema migrations, oldest first (see `migrate.ts`). */
@@ -216,8 +227,16 @@ export interface Dialect {
   readonly failHeldAtomic?: boolean;
   /** Gives jobs back unstarted and sends `notify` when any was released. */
   releaseHeld?(refs: readonly JobRef[], notify: Query | null): Operation<string[]>;
-  /** Extends leases to now + `leaseMs`. */
-  renewHeld?(owner: string, leaseMs: number, refs: readonly JobRef[]): Operation<string[]>;
+  /**
+   * Extends leases to now + `leaseMs`, writes each ref's `progressJson` (when given) in the same
+   * statement, and answers the renewed ids and those of them with a cancel request. (A plain
+   * array of renewed ids, as dialects written before cancellation answer, means none.)
+   */
+  renewHeld?(
+    owner: string,
+    leaseMs: number,
+    refs: readonly LeaseRenewalRef[],
+  ): Operation<string[] | { renewed: string[]; cancelRequested: string[] }>;
   /**
    * `JobStore.recoverExpiredLeases` in one statement (no transaction needed), sending `notify`
    * when jobs were requeued.
@@ -225,9 +244,12 @@ export interface Dialect {
   recoverExpiredLeases?(limit: number, notify: Query | null): Operation<RecoverResult>;
 }
 
-/** A table's name without the prefix: `jobs`, `schedules`, `jobs_migrations`, `jobs_history`. */
+/**
+ * A table's name without the prefix: `jobs`, `schedules`, `jobs_migrations`, `jobs_history`,
+ * `jobs_rate_limits`.
+ */
 export function tableBaseName(name: TableName): string {
-  return name === 'migrations' || name === 'history' ? `jobs_${name}` : name;
+  return name === 'jobs' || name === 'schedules' ? name : `jobs_${name}`;
 }
 
 /** The columns every job select returns, in `rowToJob` names (the one list is in `rows.ts`). */

@@ -33,6 +33,8 @@ const COPIED: readonly (readonly [string, string])[] = [
   ['shard_index', 'shard_index'],
   ['shard_count', 'shard_count'],
   ['meta', 'meta'],
+  ['progress', 'progress'],
+  ['scope_limit', 'scope_limit'],
 ];
 
 /** Every column of the history table, in the order the copying INSERT writes them. */
@@ -55,6 +57,7 @@ export const HISTORY_JSON_COLUMNS: ReadonlySet<string> = new Set([
   'retry_policy',
   'meta',
   'result',
+  'progress',
 ]);
 
 /**

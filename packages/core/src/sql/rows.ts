@@ -8,7 +8,10 @@
  *   due_at, retries_left, attempts, scope, exclusive, job_key (unique among rows), tenant_id,
  *   queue, last_error_message, last_error_stack, created_at, lock_owner, lock_expires_at,
  *   lock_token, retry_policy (JSON text), suspended_from, schedule_name, occurrence,
- *   shard_index, shard_count, meta (JSON text or jsonb: the enqueuer's string headers)
+ *   shard_index, shard_count, meta (JSON text or jsonb: the enqueuer's string headers),
+ *   scope_limit (a limited job's limit N; null: 1 — `exclusive` marks every limited job, see
+ *   `scope-rule.ts`), progress (JSON text or jsonb: the handler's latest `ctx.progress`, written
+ *   by lease renewals), cancel_requested (an operator cancelled the running job)
  * Table `<prefix>schedules`:
  *   name (primary key), spec (JSON text), next_at, paused, pending_misfire, skipped, fired,
  *   version, created_at, updated_at
@@ -41,6 +44,7 @@ export const INSERT_JOB_COLUMNS = [
   'shard_index',
   'shard_count',
   'meta',
+  'scope_limit',
 ] as const;
 
 /** Every column of the jobs table, in `rowToJob` names: the inserted ones and those a lease or a failure writes. */
@@ -53,6 +57,8 @@ export const JOB_COLUMN_NAMES = [
   'lock_expires_at',
   'lock_token',
   'suspended_from',
+  'progress',
+  'cancel_requested',
 ] as const;
 
 /**
@@ -80,7 +86,7 @@ export function newJobValues(
     job.retries,
     0,
     job.scope,
-    encode.bool(job.exclusive),
+    encode.bool(isLimited(job)),
     job.key,
     job.tenantId,
     job.queue,
@@ -91,7 +97,26 @@ export function newJobValues(
     job.shard ? job.shard.index : null,
     job.shard ? job.shard.count : null,
     job.meta ? JSON.stringify(job.meta) : null,
+    storedScopeLimit(job),
   ];
+}
+
+/** A new job takes part in its scope's limit: exclusive, or with a `scopeLimit`. */
+export function isLimited(job: Pick<NewJob, 'exclusive' | 'scopeLimit'>): boolean {
+  return job.exclusive || (job.scopeLimit ?? null) !== null;
+}
+
+/** The `scope_limit` column of a new job: its limit above 1, else null (a limit of 1). */
+export function storedScopeLimit(job: Pick<NewJob, 'exclusive' | 'scopeLimit'>): number | null {
+  return !job.exclusive && (job.scopeLimit ?? 1) > 1 ? (job.scopeLimit as number) : null;
+}
+
+/** `exclusive` and `scopeLimit` of a job from its `exclusive` (limited) and `scope_limit` columns. */
+export function readScopeLimit(row: SqlRow): { exclusive: boolean; scopeLimit: number | null } {
+  if (!readBool(row.exclusive)) return { exclusive: false, scopeLimit: null };
+  const limit =
+    row.scope_limit === null || row.scope_limit === undefined ? 1 : readInt(row.scope_limit);
+  return { exclusive: limit === 1, scopeLimit: limit };
 }
 
 /** The due time of a new job: `(dueAt ?? now) + delayMs`. */
@@ -154,7 +179,7 @@ export function rowToJob(row: SqlRow): Job {
     retriesLeft: readInt(row.retries_left),
     attempts: readInt(row.attempts),
     scope: readString(row.scope),
-    exclusive: readBool(row.exclusive),
+    ...readScopeLimit(row),
     key: readString(row.job_key),
     tenantId: readString(row.tenant_id),
     queue: String(row.queue),
@@ -179,6 +204,8 @@ export function rowToJob(row: SqlRow): Job {
       row.meta === null || row.meta === undefined
         ? null
         : (readJson(row.meta) as Record<string, string>),
+    progress: row.progress === null || row.progress === undefined ? null : readJson(row.progress),
+    cancelRequested: readBool(row.cancel_requested),
   };
 }
 

@@ -1,13 +1,21 @@
 /**
  * The acquisition rule, once for every SQL dialect: which waiting rows may be leased, and the
- * exclusive-scope rule (DESIGN invariant 8) that keeps at most one exclusive job of a scope
- * running, started in acquisition order.
+ * scope-limit rule (DESIGN invariants 8 and 18) that keeps at most N limited jobs of a scope
+ * running, started in acquisition order. `exclusive` is a limit of 1.
+ *
+ * Columns: `exclusive` marks a *limited* job (it takes part in its scope's limit), and
+ * `scope_limit` holds its limit N (null: 1, as rows written before limits existed). `Job.exclusive`
+ * is true for a limited job whose limit is 1 (`rowToJob`).
  *
  * A row `j` is a candidate when it is due (`timer`/`async`, `due_at <= now`), of a requested
- * type (and queue/tenant when asked), and — if it is exclusive with a scope — no exclusive job
- * of its scope runs with a live lease and no due waiting exclusive job of its scope comes
- * before it (priority, due time, insertion). A dialect that decides on a snapshot re-checks
- * exclusive rows under a lock (`Dialect.recheckExclusive` or its own `acquire`).
+ * type (and queue/tenant when asked), and — if it is limited with a scope — it is among the first
+ * `N - running` due waiting limited jobs of its scope (priority, due time, insertion), where
+ * `running` counts the scope's limited jobs in state `running`, live lease or lapsed: a lapsed
+ * lease keeps its slot until `recoverExpiredLeases` moves the job out (and changes nothing the
+ * lapsed owner still holds, so an owner that comes back finds its token fenced instead of a
+ * second job running beside its own). `N` is the waiting job's own limit: with mixed limits in
+ * one scope, each job checks the scope against its own. A dialect that decides on a snapshot
+ * re-checks limited rows under a lock (`Dialect.acquireExclusive` or its own `acquire`).
  */
 import type { AcquireRequest } from '../store.js';
 import { type Dialect, marks } from './dialect.js';
@@ -35,7 +43,7 @@ export function byAcquisitionOrder(
  * in order.
  */
 export function candidateWhere(
-  d: Pick<Dialect, 'now' | 'TRUE' | 'table' | 'quote'>,
+  d: ScopeRuleDialect & Pick<Dialect, 'table'>,
   request: Pick<AcquireRequest, 'types' | 'queues' | 'tenants'>,
 ): { sql: string; params: unknown[] } {
   const jobs = d.table('jobs');
@@ -55,36 +63,48 @@ export function candidateWhere(
   return { sql, params };
 }
 
+/** What the scope rule needs of a dialect. */
+export type ScopeRuleDialect = Pick<Dialect, 'now' | 'TRUE' | 'quote'> & {
+  correlatedLimit?: boolean;
+};
+
 /**
- * True for a row that is not exclusive, or heads its scope with no live exclusive holder.
+ * True for a row that is not limited, or may start within its scope's limit.
  * `alias` is the candidate row.
  */
-export function exclusiveHeadIsFree(
-  d: Pick<Dialect, 'now' | 'TRUE' | 'quote'>,
-  alias: string,
-  jobs: string,
-): string {
+export function exclusiveHeadIsFree(d: ScopeRuleDialect, alias: string, jobs: string): string {
   const j = alias;
   return `${j}.${d.quote('exclusive')} <> ${d.TRUE} OR ${j}.scope IS NULL OR (
     ${scopeHeadIsFree(d, j, jobs)})`;
 }
 
 /**
- * True for an exclusive row (alias `j`, with a scope) that heads its scope: no exclusive job
- * of the scope runs with a live lease, and no due waiting exclusive job of it comes before —
- * asked as "j is the scope's first due waiting exclusive job", one ordered probe of a scope
- * index that stops at the first row, however many jobs the scope holds.
+ * True for a limited row (alias `j`, with a scope) that may start: fewer than its limit N of the
+ * scope's limited jobs run, and it is among the first `N - running` due waiting limited jobs of
+ * the scope. Every read is a probe of a scope index (running rows: at most N per scope; waiting
+ * rows: in acquisition order):
+ * - with `correlatedLimit` (PostgreSQL), "is j among the first `N - running`" is one ordered
+ *   probe that stops after `N - running` rows;
+ * - else it counts the waiting rows ahead of j (each count stops at j's position; a blocked
+ *   scope is rejected before counting), and a limit of 1 keeps the one-row head probe.
  */
-export function scopeHeadIsFree(
-  d: Pick<Dialect, 'now' | 'TRUE' | 'quote'>,
-  alias: string,
-  jobs: string,
-): string {
+export function scopeHeadIsFree(d: ScopeRuleDialect, alias: string, jobs: string): string {
   const j = alias;
   const ex = d.quote('exclusive');
-  return `NOT EXISTS (SELECT 1 FROM ${jobs} r WHERE r.scope = ${j}.scope AND r.${ex} = ${d.TRUE}
-      AND r.state = 'running' AND r.lock_expires_at > ${d.now})
-    AND ${j}.id = (SELECT w.id FROM ${jobs} w WHERE w.scope = ${j}.scope AND w.${ex} = ${d.TRUE}
-      AND w.state IN ('timer', 'async') AND w.due_at <= ${d.now}
-      ORDER BY w.priority DESC, w.due_at, w.id LIMIT 1)`;
+  const limit = `COALESCE(${j}.scope_limit, 1)`;
+  const running = `(SELECT COUNT(*) FROM ${jobs} r WHERE r.scope = ${j}.scope AND r.${ex} = ${d.TRUE}
+      AND r.state = 'running')`;
+  const waiting = (w: string): string => `${w}.scope = ${j}.scope AND ${w}.${ex} = ${d.TRUE}
+      AND ${w}.state IN ('timer', 'async') AND ${w}.due_at <= ${d.now}`;
+  if (d.correlatedLimit) {
+    return `${j}.id IN (SELECT w.id FROM ${jobs} w WHERE ${waiting('w')}
+      ORDER BY w.priority DESC, w.due_at, w.id LIMIT GREATEST(0, ${limit} - ${running}))`;
+  }
+  const ahead = `(SELECT COUNT(*) FROM ${jobs} w WHERE ${waiting('w')} AND w.priority > ${j}.priority)
+      + (SELECT COUNT(*) FROM ${jobs} w WHERE ${waiting('w')} AND w.priority = ${j}.priority
+        AND (w.due_at < ${j}.due_at OR (w.due_at = ${j}.due_at AND w.id < ${j}.id)))`;
+  return `CASE WHEN ${running} >= ${limit} THEN 1 = 0
+    WHEN ${limit} = 1 THEN ${j}.id = (SELECT w.id FROM ${jobs} w WHERE ${waiting('w')}
+      ORDER BY w.priority DESC, w.due_at, w.id LIMIT 1)
+    ELSE ${running} + ${ahead} < ${limit} END`;
 }

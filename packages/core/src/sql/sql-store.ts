@@ -17,6 +17,7 @@ import { randomUUID } from 'node:crypto';
 import { JobsError, LockLostError, StoreError } from '../errors.js';
 import type {
   AcquireRequest,
+  CancelOutcome,
   EnqueueOptions,
   EnqueueResult,
   HistorySettings,
@@ -27,12 +28,16 @@ import type {
   JobHistoryRecord,
   JobRef,
   JobStore,
+  LeaseRenewalRef,
   ListHistoryRequest,
   ListJobsRequest,
   NewJob,
   OverdueType,
   QueueStatsRow,
+  RateTokenGrant,
+  RateTokenRequest,
   RecoverResult,
+  RenewResult,
   SaveScheduleRequest,
   ScheduleFire,
   ScheduleFireResult,
@@ -46,9 +51,11 @@ import type { Executor, Operation, Query, RunOptions } from './executor.js';
 import { migrate, migrationSql } from './migrate.js';
 import * as acquisition from './operations/acquire.js';
 import * as admin from './operations/admin.js';
+import * as cancellation from './operations/cancel.js';
 import { type SqlContext, sqlContext } from './operations/context.js';
 import * as enqueueing from './operations/enqueue.js';
 import * as history from './operations/history.js';
+import * as limits from './operations/limits.js';
 import * as recovery from './operations/recover.js';
 import * as schedules from './operations/schedules.js';
 import * as settlement from './operations/settle.js';
@@ -102,7 +109,16 @@ export class SqlJobStore implements JobStore {
   constructor(options: SqlJobStoreOptions) {
     this.name = options.name;
     this.label = options.label;
-    this.capabilities = options.capabilities;
+    // Scope limits, key modes, rate limits, cancellation and progress are the SQL core's own,
+    // on every dialect.
+    this.capabilities = {
+      scopeLimits: true,
+      keyModes: true,
+      rateLimits: true,
+      cancellation: true,
+      progress: true,
+      ...options.capabilities,
+    };
     this.dialect = options.dialect;
     this.executor = options.executor;
     this.context = sqlContext(options.dialect, options.label, options.notify ?? null);
@@ -342,6 +358,20 @@ export class SqlJobStore implements JobStore {
     });
   }
 
+  takeRateTokens(requests: readonly RateTokenRequest[]): Promise<RateTokenGrant[]> {
+    return this.run('takeRateTokens', () => limits.takeRateTokens(this.context, requests), {
+      transaction: true,
+      retries: WRITE_RETRIES,
+    });
+  }
+
+  deferJobs(jobs: readonly JobRef[], delayMs: number): Promise<SettleResult> {
+    return this.run('deferJobs', () => limits.deferJobs(this.context, jobs, delayMs), {
+      transaction: settlement.settleNeedsTransaction(this.context),
+      retries: WRITE_RETRIES,
+    });
+  }
+
   release(jobs: readonly JobRef[]): Promise<SettleResult> {
     return this.run('release', () => settlement.release(this.context, jobs), {
       transaction: settlement.settleNeedsTransaction(this.context),
@@ -349,7 +379,11 @@ export class SqlJobStore implements JobStore {
     });
   }
 
-  renewLeases(owner: string, leaseMs: number, jobs: readonly JobRef[]): Promise<SettleResult> {
+  renewLeases(
+    owner: string,
+    leaseMs: number,
+    jobs: readonly LeaseRenewalRef[],
+  ): Promise<RenewResult> {
     return this.run(
       'renewLeases',
       () => settlement.renewLeases(this.context, owner, leaseMs, jobs),
@@ -393,6 +427,20 @@ export class SqlJobStore implements JobStore {
     });
   }
 
+  cancel(id: string): Promise<CancelOutcome> {
+    return this.run('cancel', () => cancellation.cancel(this.context, id), {
+      transaction: true,
+      retries: WRITE_RETRIES,
+    });
+  }
+
+  cancelHeld(jobs: readonly JobCompletion[]): Promise<SettleResult> {
+    return this.run('cancelHeld', () => cancellation.cancelHeld(this.context, jobs), {
+      transaction: true,
+      retries: WRITE_RETRIES,
+    });
+  }
+
   deleteJob(id: string): Promise<boolean> {
     return this.run('deleteJob', () => admin.deleteJob(this.context, id), {
       transaction: admin.deleteNeedsTransaction(this.context),
@@ -400,8 +448,8 @@ export class SqlJobStore implements JobStore {
     });
   }
 
-  countJobs(filter: JobFilter): Promise<number> {
-    return this.run('countJobs', () => admin.countJobs(this.context, filter), {
+  countJobs(filter: JobFilter, cap?: number): Promise<number> {
+    return this.run('countJobs', () => admin.countJobs(this.context, filter, cap), {
       transaction: false,
     });
   }
@@ -479,8 +527,16 @@ export class SqlJobStore implements JobStore {
     });
   }
 
-  queueStats(): Promise<QueueStatsRow[]> {
-    return this.run('queueStats', () => admin.queueStats(this.context), { transaction: false });
+  queueStats(options?: { newest?: number }): Promise<QueueStatsRow[]> {
+    return this.run('queueStats', () => admin.queueStats(this.context, options), {
+      transaction: false,
+    });
+  }
+
+  estimateJobs(): Promise<number | null> {
+    return this.run('estimateJobs', () => admin.estimateJobs(this.context), {
+      transaction: false,
+    });
   }
 
   // ---- schedules ----

@@ -34,6 +34,8 @@ import oneSchema from '../migrations/mysql/0002_one_schema.sql';
 import acquireIndexes from '../migrations/mysql/0003_acquire_indexes.sql';
 import history from '../migrations/mysql/0004_history.sql';
 import jobMeta from '../migrations/mysql/0005_job_meta.sql';
+import cancelProgress from '../migrations/mysql/0006_cancel_progress.sql';
+import flowLimits from '../migrations/mysql/0007_flow_limits.sql';
 import {
   INSERT_JOB_COLUMNS,
   newJobValues,
@@ -198,29 +200,31 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
   }
 
   /**
-   * Exclusive rows of a locked batch, under races: the locking SELECT already left out rows
-   * that do not head their scope or whose scope runs an exclusive job (subqueries: plain reads
-   * of the latest committed rows). That check and the commit are not atomic — another acquirer
-   * may commit a row of the scope in between (a due time crossing now can make another row the
-   * head) — so per scope the first row is kept only under a server-wide named lock
-   * (`GET_LOCK(…, 0)`: never waits; a scope another acquirer holds waits for the next round),
-   * after a fresh read of the rule. The lock is released after COMMIT (see `acquire`), so any
-   * acquirer that gets it next sees this one's rows running.
+   * Limited rows of a locked batch, under races: the locking SELECT already left out rows that
+   * the scope rule refuses (subqueries: plain reads of the latest committed rows). That check
+   * and the commit are not atomic — another acquirer may commit rows of the scope in between (a
+   * due time crossing now can also move a row ahead) — so a scope's rows are kept only under a
+   * server-wide named lock (`GET_LOCK(…, 0)`: never waits; a scope another acquirer holds waits
+   * for the next round), after a fresh read of the rule. The lock is released after COMMIT (see
+   * `acquire`), so any acquirer that gets it next sees this one's rows running.
    */
   function* confirmExclusive(rows: SqlRow[]): Operation<{ kept: SqlRow[]; held: string[] }> {
-    const heads = new Map<string, SqlRow>();
+    const scoped = new Map<string, SqlRow[]>();
     for (const row of rows) {
-      const scope = row.scope === null ? null : String(row.scope);
-      if (readBool(row.exclusive) && scope !== null && !heads.has(scope)) heads.set(scope, row);
+      if (!readBool(row.exclusive) || row.scope === null) continue;
+      const scope = String(row.scope);
+      const list = scoped.get(scope);
+      if (list) list.push(row);
+      else scoped.set(scope, [row]);
     }
-    if (heads.size === 0) return { kept: rows, held: [] };
-    const scopes = [...heads.keys()];
+    if (scoped.size === 0) return { kept: rows, held: [] };
+    const scopes = [...scoped.keys()];
     const got = (yield {
       sql: `SELECT ${scopes.map((_, i) => `GET_LOCK(${scopeLock}, 0) AS l${i}`).join(', ')}`,
       params: scopes.flatMap(scopeLockParams),
     }).rows[0];
     const held = scopes.filter((_, i) => Number(got?.[`l${i}`]) === 1);
-    const candidates = held.map((scope) => heads.get(scope)?.id);
+    const candidates = held.flatMap((scope) => (scoped.get(scope) ?? []).map((row) => row.id));
     const confirmed = new Set<string>();
     if (candidates.length > 0) {
       const ok = yield {
@@ -230,10 +234,7 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
       for (const row of ok.rows) confirmed.add(String(row.id));
     }
     const kept = rows.filter(
-      (row) =>
-        !readBool(row.exclusive) ||
-        row.scope === null ||
-        (heads.get(String(row.scope)) === row && confirmed.has(String(row.id))),
+      (row) => !readBool(row.exclusive) || row.scope === null || confirmed.has(String(row.id)),
     );
     return { kept, held };
   }
@@ -300,6 +301,13 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
     }),
     // A locking read sees the latest committed row even in a REPEATABLE READ transaction.
     latestRead: ' LOCK IN SHARE MODE',
+    // InnoDB's sampled row count (0 until its statistics first run: no estimate). MySQL 8 caches
+    // it for `information_schema_stats_expiry` (a day by default); MariaDB reads it live.
+    estimateJobs: {
+      sql: `SELECT NULLIF(TABLE_ROWS, 0) AS n FROM information_schema.TABLES
+        WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?`,
+      params: [database, `${tablePrefix}${tableBaseName('jobs')}`],
+    },
     setup: [],
     returning: false,
     lockSkipLocked: ' FOR UPDATE SKIP LOCKED',
@@ -317,11 +325,14 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
         '0003_acquire_indexes': acquireIndexes,
         '0004_history': history,
         '0005_job_meta': jobMeta,
+        '0006_cancel_progress': cancelProgress,
+        '0007_flow_limits': flowLimits,
       },
       {
         jobs,
         schedules: table('schedules'),
         history: table('history'),
+        rate_limits: table('rate_limits'),
         prefix: tablePrefix,
         database: database === null ? 'DATABASE()' : `'${database}'`,
       },
@@ -461,7 +472,7 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
               retries_left = IF(?, retries_left, retries_left - 1),
               lock_owner = NULL, lock_expires_at = NULL, lock_token = NULL,
               last_error_message = ?, last_error_stack = ?
-            WHERE id = ? AND lock_token = ? AND state = 'running'`,
+            WHERE id = ? AND lock_token = ? AND state = 'running' AND cancel_requested = FALSE`,
           params: [
             failure.deadletter ? 'deadletter' : 'timer',
             failure.deadletter ? 1 : 0,
@@ -608,7 +619,8 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
   function* completeReturning(refs: readonly JobRef[]): Operation<string[]> {
     const held = (yield {
       sql: `DELETE FROM ${jobs} WHERE id IN (${marks(refs.length)}) AND state = 'running'
-        AND (id, lock_token) IN (${pairMarks(refs.length)}) RETURNING id`,
+        AND (id, lock_token) IN (${pairMarks(refs.length)}) AND cancel_requested = FALSE
+        RETURNING id`,
       params: [...refs.map((ref) => ref.id), ...refs.flatMap((ref) => [ref.id, ref.token])],
     }).rows;
     return held.map((row) => String(row.id));

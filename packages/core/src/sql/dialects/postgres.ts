@@ -20,6 +20,7 @@ import type {
   JobCompletion,
   JobFailure,
   JobRef,
+  LeaseRenewalRef,
   NewJob,
 } from '../../store.js';
 import {
@@ -39,7 +40,16 @@ import oneSchema from '../migrations/postgres/0002_one_schema.sql';
 import acquireIndexes from '../migrations/postgres/0003_acquire_indexes.sql';
 import history from '../migrations/postgres/0004_history.sql';
 import jobMeta from '../migrations/postgres/0005_job_meta.sql';
-import { INSERT_JOB_COLUMNS, LEASE_EXPIRED_MESSAGE, rowToJob, type SqlRow } from '../rows.js';
+import cancelProgress from '../migrations/postgres/0006_cancel_progress.sql';
+import flowLimits from '../migrations/postgres/0007_flow_limits.sql';
+import {
+  INSERT_JOB_COLUMNS,
+  isLimited,
+  LEASE_EXPIRED_MESSAGE,
+  rowToJob,
+  type SqlRow,
+  storedScopeLimit,
+} from '../rows.js';
 import { scopeHeadIsFree } from '../scope-rule.js';
 import { driverCode } from './support.js';
 
@@ -94,12 +104,20 @@ export function postgresDialect({
       quote,
       // jsonb as text: rowToJob parses it (a driver's jsonb parser would turn a JSON string
       // payload into a bare string, which reads as JSON text).
-      { payload: (c) => `${c}::text`, retry_policy: (c) => `${c}::text` },
+      {
+        payload: (c) => `${c}::text`,
+        retry_policy: (c) => `${c}::text`,
+        progress: (c) => `${c}::text`,
+      },
       alias,
     );
   /** Advisory-lock namespace of this table (the same text @jobs/postgres 0.1 locked). */
   const lockSpace = `${schema ? `${schema}.` : ''}${tablePrefix}jobs`;
-  const headIsFree = scopeHeadIsFree({ now: NOW, TRUE: 'true', quote }, 'j', jobs);
+  const headIsFree = scopeHeadIsFree(
+    { now: NOW, TRUE: 'true', quote, correlatedLimit: true },
+    'j',
+    jobs,
+  );
 
   // ---- acquisition ----
   // Parameters: $1 owner, $2 limit, $3 lease ms, $4 types, $5 queues (null: all), $6 tenants
@@ -167,6 +185,7 @@ export function postgresDialect({
   const completeAndAcquireFast = (history: boolean): string => `WITH done AS (
     DELETE FROM ${jobs} j USING unnest($8::bigint[], $9::text[]) AS d(id, token)
     WHERE j.id = d.id AND j.lock_token = d.token AND j.state = 'running'
+      AND NOT j.cancel_requested
     RETURNING ${history ? 'j.*' : 'j.id'}),${
       history
         ? `
@@ -211,7 +230,7 @@ export function postgresDialect({
 
   // ---- enqueue ----
   /**
-   * A batch in input order (ids follow it) and one wake-up, $18… = `notify`'s parameters.
+   * A batch in input order (ids follow it) and one wake-up, $19… = `notify`'s parameters.
    * `keyed`: some jobs have a unique key; a held key inserts nothing (the caller reads the
    * holder). Without keys the plain INSERT skips the cost of speculative insertion.
    */
@@ -219,10 +238,11 @@ export function postgresDialect({
     SELECT * FROM unnest(
       $1::text[], $2::jsonb[], $3::int[], $4::timestamptz[], $5::float8[], $6::int[],
       $7::text[], $8::bool[], $9::text[], $10::text[], $11::text[], $12::jsonb[],
-      $13::text[], $14::timestamptz[], $15::int[], $16::int[], $17::jsonb[]) WITH ORDINALITY
+      $13::text[], $14::timestamptz[], $15::int[], $16::int[], $17::jsonb[], $18::int[])
+      WITH ORDINALITY
       AS i(type, payload, priority, due_given, delay_ms, retries, scope, exclusive, job_key,
            tenant_id, queue, retry_policy, schedule_name, occurrence, shard_index, shard_count,
-           meta, ord)),
+           meta, scope_limit, ord)),
   due AS (
     SELECT i.*, coalesce(i.due_given, ${NOW_MS}) + i.delay_ms * interval '1 millisecond' AS due_at
     FROM input i),${
@@ -240,7 +260,7 @@ export function postgresDialect({
     INSERT INTO ${jobs} (${INSERT_JOB_COLUMNS.join(', ')})
     SELECT type, payload, CASE WHEN due_at > ${NOW} THEN 'timer' ELSE 'async' END, priority,
            due_at, retries, 0, scope, exclusive, job_key, tenant_id, queue, ${NOW},
-           retry_policy, schedule_name, occurrence, shard_index, shard_count, meta
+           retry_policy, schedule_name, occurrence, shard_index, shard_count, meta, scope_limit
     FROM due${keyed ? ' WHERE (SELECT n FROM key_locks) IS NOT NULL' : ''} ORDER BY ord${
       keyed ? '\n    ON CONFLICT (job_key) WHERE job_key IS NOT NULL DO NOTHING' : ''
     }
@@ -255,11 +275,13 @@ export function postgresDialect({
   const completeSql = `DELETE FROM ${jobs} j
   USING unnest($1::bigint[], $2::text[]) AS d(id, token)
   WHERE j.id = d.id AND j.lock_token = d.token AND j.state = 'running'
+      AND NOT j.cancel_requested
   RETURNING j.id::text AS id`;
   // With history: $3 results, $4 durations.
   const completeWithHistorySql = `WITH done AS (
     DELETE FROM ${jobs} j USING unnest($1::bigint[], $2::text[]) AS d(id, token)
     WHERE j.id = d.id AND j.lock_token = d.token AND j.state = 'running'
+      AND NOT j.cancel_requested
     RETURNING j.*),
   ${recordDone('$1', '$3', '$4')}
   SELECT done.id::text AS id FROM done`;
@@ -273,6 +295,7 @@ export function postgresDialect({
   FROM unnest($1::bigint[], $2::text[], $3::bool[], $4::float8[], $5::text[], $6::text[])
        AS f(id, token, deadletter, delay_ms, message, stack)
   WHERE j.id = f.id AND j.lock_token = f.token AND j.state = 'running'
+    AND NOT j.cancel_requested
   RETURNING j.id::text AS id`;
   const releaseSql = (wakeSql: string): string => `WITH released AS (
     UPDATE ${jobs} j
@@ -283,11 +306,13 @@ export function postgresDialect({
     RETURNING j.id::text AS id)
   SELECT released.id, ${wakeSql} AS notified FROM released`;
   // Allowed after expiry as long as the token still matches: nobody else took the job.
+  // $5: each ref's progress as JSON text, null for unchanged.
   const renewSql = `UPDATE ${jobs} j
-  SET lock_expires_at = ${NOW} + $2::float8 * interval '1 millisecond'
-  FROM unnest($3::bigint[], $4::text[]) AS r(id, token)
+  SET lock_expires_at = ${NOW} + $2::float8 * interval '1 millisecond',
+      progress = coalesce(r.progress::jsonb, j.progress)
+  FROM unnest($3::bigint[], $4::text[], $5::text[]) AS r(id, token, progress)
   WHERE j.id = r.id AND j.lock_token = r.token AND j.lock_owner = $1 AND j.state = 'running'
-  RETURNING j.id::text AS id`;
+  RETURNING j.id::text AS id, j.cancel_requested`;
   // The expiry is re-checked on the latest row version after the row lock (EvalPlanQual), so
   // a renewal or completion that commits first wins. $1 limit, $2 message.
   const recoverSql = (wakeSql: string): string => `WITH expired AS (
@@ -341,6 +366,15 @@ export function postgresDialect({
     jobColumns,
     scheduleColumns: selectList(SCHEDULE_COLUMN_NAMES, quote, { spec: (c) => `${c}::text` }),
     latestRead: '',
+    // The planner's own estimate: rows per page at the last ANALYZE/VACUUM times today's pages.
+    // reltuples is -1 (0 before PostgreSQL 14) until then: no estimate.
+    estimateJobs: {
+      sql: `SELECT CASE WHEN c.reltuples <= 0 OR c.relpages = 0 THEN NULL
+          ELSE round(c.reltuples / c.relpages
+            * (pg_relation_size(c.oid) / current_setting('block_size')::bigint)) END AS n
+        FROM pg_class c WHERE c.oid = to_regclass(?)`,
+      params: [jobs],
+    },
     returning: true,
     lockSkipLocked: ' FOR UPDATE SKIP LOCKED',
     pairs: pairMarks,
@@ -348,6 +382,7 @@ export function postgresDialect({
     isDuplicateKey: (error) => driverCode(error) === '23505',
     isRetryable: (error) => RETRYABLE.has(driverCode(error) ?? ''),
     probeBeforeAcquire: false,
+    correlatedLimit: true,
 
     // ---- schema ----
     migrations: loadMigrations(
@@ -357,11 +392,14 @@ export function postgresDialect({
         '0003_acquire_indexes': acquireIndexes,
         '0004_history': history,
         '0005_job_meta': jobMeta,
+        '0006_cancel_progress': cancelProgress,
+        '0007_flow_limits': flowLimits,
       },
       {
         jobs,
         schedules: table('schedules'),
         history: table('history'),
+        rate_limits: table('rate_limits'),
         qualifier,
         prefix: tablePrefix,
       },
@@ -455,7 +493,7 @@ END $$`,
     },
     *enqueueJobs(input: readonly NewJob[], notify: Query | null): Operation<EnqueueResult[]> {
       const results: (EnqueueResult | undefined)[] = new Array(input.length);
-      const w = wake(notify, 18);
+      const w = wake(notify, 19);
       let pending = input.map((_, i) => i);
       // A job whose key is held gets the holder back; a holder that finished between our
       // insert and our read is inserted again.
@@ -538,8 +576,15 @@ END $$`,
         (yield { sql: releaseSql(w.sql), params: [...refArrays(refs), ...w.params] }).rows,
       );
     },
-    *renewHeld(owner: string, leaseMs: number, refs: readonly JobRef[]): Operation<string[]> {
-      return ids((yield { sql: renewSql, params: [owner, leaseMs, ...refArrays(refs)] }).rows);
+    *renewHeld(owner: string, leaseMs: number, refs: readonly LeaseRenewalRef[]) {
+      const rows = (yield {
+        sql: renewSql,
+        params: [owner, leaseMs, ...refArrays(refs), refs.map((ref) => ref.progressJson ?? null)],
+      }).rows;
+      return {
+        renewed: ids(rows),
+        cancelRequested: ids(rows.filter((row) => row.cancel_requested)),
+      };
     },
     *recoverExpiredLeases(limit: number, notify: Query | null) {
       if (limit <= 0) return { requeued: [], deadlettered: [] };
@@ -557,7 +602,7 @@ END $$`,
   return d;
 }
 
-/** The 17 column arrays of a batch insert, in `insertBatch`'s order. */
+/** The 18 column arrays of a batch insert, in `insertBatch`'s order. */
 function enqueueParams(jobs: readonly NewJob[]): unknown[] {
   const col = <T>(f: (job: NewJob) => T): T[] => jobs.map(f);
   return [
@@ -568,7 +613,7 @@ function enqueueParams(jobs: readonly NewJob[]): unknown[] {
     col((j) => j.delayMs),
     col((j) => j.retries),
     col((j) => j.scope),
-    col((j) => j.exclusive),
+    col((j) => isLimited(j)),
     col((j) => j.key),
     col((j) => j.tenantId),
     col((j) => j.queue),
@@ -578,6 +623,7 @@ function enqueueParams(jobs: readonly NewJob[]): unknown[] {
     col((j) => (j.shard ? j.shard.index : null)),
     col((j) => (j.shard ? j.shard.count : null)),
     col((j) => (j.meta ? JSON.stringify(j.meta) : null)),
+    col((j) => storedScopeLimit(j)),
   ];
 }
 
@@ -601,7 +647,8 @@ function insertedRow(job: NewJob, decided: SqlRow): SqlRow {
     retries_left: job.retries,
     attempts: 0,
     scope: job.scope,
-    exclusive: job.exclusive,
+    exclusive: isLimited(job),
+    scope_limit: storedScopeLimit(job),
     tenant_id: job.tenantId,
     queue: job.queue,
     last_error_message: null,

@@ -11,6 +11,7 @@ import type {
   JobCompletion,
   JobFailure,
   JobRef,
+  LeaseRenewalRef,
   RecoverResult,
 } from '../../store.js';
 import { ChangeWatcher } from '../change-watcher.js';
@@ -31,6 +32,8 @@ import oneSchema from '../migrations/sqlite/0002_one_schema.sql';
 import acquireIndexes from '../migrations/sqlite/0003_acquire_indexes.sql';
 import history from '../migrations/sqlite/0004_history.sql';
 import jobMeta from '../migrations/sqlite/0005_job_meta.sql';
+import cancelProgress from '../migrations/sqlite/0006_cancel_progress.sql';
+import flowLimits from '../migrations/sqlite/0007_flow_limits.sql';
 import { INSERT_JOB_COLUMNS, LEASE_EXPIRED_MESSAGE, type SqlRow } from '../rows.js';
 import { ACQUIRE_ORDER, candidateWhere } from '../scope-rule.js';
 
@@ -41,6 +44,8 @@ export const SQLITE_MIGRATION_FILES: Readonly<Record<string, string>> = {
   '0003_acquire_indexes': acquireIndexes,
   '0004_history': history,
   '0005_job_meta': jobMeta,
+  '0006_cancel_progress': cancelProgress,
+  '0007_flow_limits': flowLimits,
 };
 
 /**
@@ -111,13 +116,15 @@ export function sqliteDialect(options: SqliteDialectOptions): Dialect {
   const insertMany = `${insert} SELECT ${extracts.join(', ')} FROM json_each(?) ORDER BY key ${returning}`;
   // An undefined payload is stored as JSON null, as the memory store keeps it.
   const completeSql = `DELETE FROM ${jobs} WHERE "id" IN (SELECT j."id" FROM ${REFS} r JOIN ${jobs} j
-      ON j."id" = r.id AND j."lock_token" = r.token WHERE j."state" = 'running')
+      ON j."id" = r.id AND j."lock_token" = r.token
+      WHERE j."state" = 'running' AND j."cancel_requested" = 0)
     RETURNING "id"`;
   const recordCompleted = `${historyInsert(table('history'), 'j', `'completed'`, 'r.result', 'r.duration_ms', NOW)}
     FROM (SELECT CAST(json_extract(value, '$[0]') AS INTEGER) AS id,
         json_extract(value, '$[1]') AS token, json_extract(value, '$[2]') AS result,
         json_extract(value, '$[3]') AS duration_ms FROM json_each(?)) r
-      JOIN ${jobs} j ON j."id" = r.id AND j."lock_token" = r.token WHERE j."state" = 'running'`;
+      JOIN ${jobs} j ON j."id" = r.id AND j."lock_token" = r.token
+      WHERE j."state" = 'running' AND j."cancel_requested" = 0`;
   const row = (values: readonly unknown[]): unknown[] =>
     values.map((v, i) => (i === PAYLOAD && v === undefined ? 'null' : v));
 
@@ -255,14 +262,25 @@ export function sqliteDialect(options: SqliteDialectOptions): Dialect {
       return released;
     },
     // Allowed after expiry while the token matches: nobody else has taken the job.
-    *renewHeld(owner: string, leaseMs: number, refs: readonly JobRef[]): Operation<string[]> {
-      return ids(
-        (yield {
-          sql: `UPDATE ${jobs} SET "lock_expires_at" = ${d.nowPlusMs}
-            FROM ${REFS} r WHERE ${held('r')} AND ${jobs}."lock_owner" = ? RETURNING "id"`,
-          params: [leaseMs, refsJson(refs), owner],
-        }).rows,
-      );
+    // The progress (JSON text, null for unchanged) rides in the same statement.
+    *renewHeld(owner: string, leaseMs: number, refs: readonly LeaseRenewalRef[]) {
+      const rows = (yield {
+        sql: `UPDATE ${jobs} SET "lock_expires_at" = ${d.nowPlusMs},
+            "progress" = coalesce(r.progress, ${jobs}."progress")
+          FROM (SELECT CAST(json_extract(value, '$[0]') AS INTEGER) AS id,
+              json_extract(value, '$[1]') AS token, json_extract(value, '$[2]') AS progress
+            FROM json_each(?)) r
+          WHERE ${held('r')} AND ${jobs}."lock_owner" = ? RETURNING "id", "cancel_requested"`,
+        params: [
+          leaseMs,
+          JSON.stringify(refs.map((ref) => [ref.id, ref.token, ref.progressJson ?? null])),
+          owner,
+        ],
+      }).rows;
+      return {
+        renewed: ids(rows),
+        cancelRequested: ids(rows.filter((row) => Number(row.cancel_requested) === 1)),
+      };
     },
     *failHeld(failures: readonly JobFailure[]): Operation<string[]> {
       const rows = failures.map((f) => [
@@ -284,7 +302,7 @@ export function sqliteDialect(options: SqliteDialectOptions): Dialect {
                 json_extract(value, '$[1]') AS token, json_extract(value, '$[2]') AS dead,
                 json_extract(value, '$[3]') AS delay, json_extract(value, '$[4]') AS message,
                 json_extract(value, '$[5]') AS stack FROM json_each(?)) f
-            WHERE ${held('f')} RETURNING "id"`,
+            WHERE ${held('f')} AND ${jobs}."cancel_requested" = 0 RETURNING "id"`,
           params: [JSON.stringify(rows)],
         }).rows,
       );

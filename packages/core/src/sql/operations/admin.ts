@@ -1,12 +1,13 @@
 /** Operator reads and writes: look up, list, retry from the dead-letter area, delete, suspend. */
-import type {
-  Job,
-  JobFilter,
-  JobState,
-  ListJobsRequest,
-  OverdueType,
-  QueueStatsRow,
-  StatsRow,
+import {
+  JOB_STATES,
+  type Job,
+  type JobFilter,
+  type JobState,
+  type ListJobsRequest,
+  type OverdueType,
+  type QueueStatsRow,
+  type StatsRow,
 } from '../../store.js';
 import { isJobId, marks } from '../dialect.js';
 import type { Operation } from '../executor.js';
@@ -18,8 +19,10 @@ import { copyToHistory, keepsDeadletter } from './history.js';
 const REVIVE = (c: SqlContext): string =>
   // Due now as the dialect writes due times (`nowPlusMs`: PostgreSQL cuts it to the ms, so
   // the very next statement already sees the job due).
+  // A retry starts afresh: it drops a cancel request left from a run whose owner died.
   `"state" = 'async', "due_at" = ${c.d.nowPlusMs}, "retries_left" = ?,
-          "lock_owner" = NULL, "lock_expires_at" = NULL, "lock_token" = NULL`;
+          "lock_owner" = NULL, "lock_expires_at" = NULL, "lock_token" = NULL,
+          "cancel_requested" = ${c.d.FALSE}`;
 
 /** WHERE of an admin filter, in shared (`"quoted"`) SQL. */
 export function filterWhere(filter: JobFilter): { sql: string; params: unknown[] } {
@@ -28,8 +31,15 @@ export function filterWhere(filter: JobFilter): { sql: string; params: unknown[]
   if (filter.state !== undefined) {
     const states = (Array.isArray(filter.state) ? filter.state : [filter.state]) as JobState[];
     if (states.length === 0) return { sql: '1 = 0', params: [] };
-    parts.push(`"state" IN (${marks(states.length)})`);
-    params.push(...states);
+    const [only] = states;
+    if (states.length === 1 && only !== undefined && JOB_STATES.includes(only)) {
+      // A literal, not a parameter: only then can SQLite read a partial index on the state
+      // (`jobs_lease_idx`, running jobs), instead of scanning the table for a rare state.
+      parts.push(`"state" = '${only}'`);
+    } else {
+      parts.push(`"state" IN (${marks(states.length)})`);
+      params.push(...states);
+    }
   }
   const eq: [keyof JobFilter, string][] = [
     ['type', 'type'],
@@ -37,6 +47,7 @@ export function filterWhere(filter: JobFilter): { sql: string; params: unknown[]
     ['tenantId', 'tenant_id'],
     ['queue', 'queue'],
     ['schedule', 'schedule_name'],
+    ['key', 'job_key'],
   ];
   for (const [field, column] of eq) {
     if (filter[field] !== undefined) {
@@ -58,11 +69,12 @@ export function* getJob(c: SqlContext, id: string): Operation<Job | null> {
 
 export function* listJobs(c: SqlContext, request: ListJobsRequest): Operation<Job[]> {
   const where = filterWhere(request);
+  const after = request.afterId != null && isJobId(request.afterId) ? ' AND "id" > ?' : '';
   const rows = (yield {
     sql: c.d.sql(
-      `SELECT ${c.d.jobColumns()} FROM ${c.jobs} WHERE ${where.sql} ORDER BY "id" ASC LIMIT ? OFFSET ?`,
+      `SELECT ${c.d.jobColumns()} FROM ${c.jobs} WHERE ${where.sql}${after} ORDER BY "id" ASC LIMIT ? OFFSET ?`,
     ),
-    params: [...where.params, request.limit, request.offset],
+    params: [...where.params, ...(after ? [request.afterId] : []), request.limit, request.offset],
   }).rows;
   return rows.map(rowToJob);
 }
@@ -118,12 +130,17 @@ function* batchIds(
   return rows.map((row) => String(row.id));
 }
 
-/** See `JobStore.countJobs`. */
-export function* countJobs(c: SqlContext, filter: JobFilter): Operation<number> {
+/** See `JobStore.countJobs`: with a cap, a LIMITed subquery stops counting at `cap` rows. */
+export function* countJobs(c: SqlContext, filter: JobFilter, cap?: number): Operation<number> {
   const where = filterWhere(filter);
+  const capped = cap !== undefined && Number.isSafeInteger(cap) && cap >= 0;
   const row = (yield {
-    sql: c.d.sql(`SELECT COUNT(*) AS n FROM ${c.jobs} WHERE ${where.sql}`),
-    params: where.params,
+    sql: c.d.sql(
+      capped
+        ? `SELECT COUNT(*) AS n FROM (SELECT 1 AS one FROM ${c.jobs} WHERE ${where.sql} LIMIT ?) capped`
+        : `SELECT COUNT(*) AS n FROM ${c.jobs} WHERE ${where.sql}`,
+    ),
+    params: capped ? [...where.params, cap] : where.params,
   }).rows[0];
   return Number(row?.n ?? 0);
 }
@@ -234,16 +251,27 @@ export function* overdueTypes(
   }));
 }
 
-/** See `JobStore.queueStats`. */
-export function* queueStats(c: SqlContext): Operation<QueueStatsRow[]> {
+/**
+ * See `JobStore.queueStats`. With `newest`, a LIMITed subquery walks the primary key backwards
+ * and groups only those rows: the cost is bounded whatever the table's size.
+ */
+export function* queueStats(
+  c: SqlContext,
+  options: { newest?: number } = {},
+): Operation<QueueStatsRow[]> {
+  const newest = options.newest;
+  const bounded = newest !== undefined && Number.isSafeInteger(newest) && newest >= 0;
+  const from = bounded
+    ? `(SELECT "queue", "type", "state", "due_at" FROM ${c.jobs} ORDER BY "id" DESC LIMIT ?) newest`
+    : c.jobs;
   const rows = (yield {
     sql: c.d.sql(
       `SELECT "queue", "type", "state", COUNT(*) AS n,
           SUM(CASE WHEN "due_at" <= ${c.d.now} THEN 1 ELSE 0 END) AS due,
           MIN(${c.d.timeText('"due_at"')}) AS oldest
-          FROM ${c.jobs} GROUP BY "queue", "type", "state"`,
+          FROM ${from} GROUP BY "queue", "type", "state"`,
     ),
-    params: [],
+    params: bounded ? [newest] : [],
   }).rows;
   return rows.map((row) => ({
     queue: String(row.queue),
@@ -253,4 +281,12 @@ export function* queueStats(c: SqlContext): Operation<QueueStatsRow[]> {
     due: Number(row.due),
     oldestDueAt: readTime(row.oldest),
   }));
+}
+
+/** See `JobStore.estimateJobs`: the dialect's statistics read, or null where it has none. */
+export function* estimateJobs(c: SqlContext): Operation<number | null> {
+  if (!c.d.estimateJobs) return null;
+  const n = (yield c.d.estimateJobs).rows[0]?.n;
+  const estimate = n === null || n === undefined ? Number.NaN : Number(n);
+  return Number.isFinite(estimate) && estimate > 0 ? Math.round(estimate) : null;
 }

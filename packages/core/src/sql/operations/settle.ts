@@ -2,14 +2,31 @@
  * Settlement: what a lease holder writes — complete, fail, release, renew — each fenced by the
  * lease's token, so a stale holder changes nothing and learns which jobs it lost.
  */
-import type { JobCompletion, JobFailure, JobRef, SettleResult } from '../../store.js';
+import type {
+  JobCompletion,
+  JobFailure,
+  JobRef,
+  LeaseRenewalRef,
+  RenewResult,
+  SettleResult,
+} from '../../store.js';
 import { isJobId, marks } from '../dialect.js';
 import type { Operation } from '../executor.js';
+import { readBool } from '../rows.js';
 import type { SqlContext } from './context.js';
 import { keepsCompleted, recordCompleted } from './history.js';
 
 /** Refs per statement: keeps parameters well under every driver's limit (SQLite: 32,766). */
 const SETTLE_CHUNK = 1_000;
+
+/**
+ * Narrows held rows to those without a cancel request: `complete` and `fail` leave a cancelled
+ * job to its owner's `cancelHeld` (invariant 20: cancellation wins while the job has not
+ * completed). Every dialect's own complete/fail statement has the same condition.
+ */
+export function notCancelled(c: SqlContext): string {
+  return ` AND "cancel_requested" = ${c.d.FALSE}`;
+}
 
 /** The ids of `lost`, in the order their refs were given. */
 export function inInputOrder(refs: readonly JobRef[], lost: readonly string[]): string[] {
@@ -37,7 +54,7 @@ export function completeNeedsTransaction(c: SqlContext): boolean {
  * parameters; `extra` narrows the held rows further. `before` runs on the held ids before
  * `change` (they are locked then: the lock-then-write way is taken).
  */
-function* settle(
+export function* settle(
   c: SqlContext,
   refs: readonly JobRef[],
   change: (held: string) => string,
@@ -123,14 +140,20 @@ export function* complete(c: SqlContext, refs: readonly JobCompletion[]): Operat
       refs,
       (held) => `DELETE FROM ${c.jobs} WHERE ${held}`,
       [],
-      '',
+      notCancelled(c),
       [],
       (held) => recordCompleted(c, refs, held),
     );
   }
   const { completeHeld } = c.d;
   if (completeHeld) return yield* settleHeld(refs, (valid) => completeHeld.call(c.d, valid));
-  return yield* settle(c, refs, (held) => `DELETE FROM ${c.jobs} WHERE ${held}`, []);
+  return yield* settle(
+    c,
+    refs,
+    (held) => `DELETE FROM ${c.jobs} WHERE ${held}`,
+    [],
+    notCancelled(c),
+  );
 }
 
 /** Failed attempts: back to `timer` after the delay with one retry fewer, or deadletter. */
@@ -160,6 +183,7 @@ export function* fail(c: SqlContext, failures: readonly JobFailure[]): Operation
         `UPDATE ${c.jobs} SET ${set}, "lock_owner" = NULL, "lock_expires_at" = NULL, "lock_token" = NULL,
             "last_error_message" = ?, "last_error_stack" = ? WHERE ${held}`,
       params,
+      notCancelled(c),
     );
     lost.push(...result.lost);
   }
@@ -186,63 +210,105 @@ export function* release(c: SqlContext, refs: readonly JobRef[]): Operation<Sett
   return result;
 }
 
-/** Extends the leases of `owner`'s jobs to now + `leaseMs`. */
+/**
+ * Extends the leases of `owner`'s jobs to now + `leaseMs`, writes the progress the refs carry in
+ * the same statement, and answers which renewed jobs have a cancel request.
+ */
 export function* renewLeases(
   c: SqlContext,
   owner: string,
   leaseMs: number,
-  refs: readonly JobRef[],
-): Operation<SettleResult> {
+  refs: readonly LeaseRenewalRef[],
+): Operation<RenewResult> {
   if (refs.length === 0) return { lost: [] };
   const { renewHeld } = c.d;
-  if (renewHeld) {
-    return yield* settleHeld(refs, (valid) => renewHeld.call(c.d, owner, leaseMs, valid));
-  }
-  if (!c.d.returning) return yield* renewWithoutReturning(c, owner, leaseMs, refs);
-  return yield* settle(
-    c,
-    refs,
-    (held) => `UPDATE ${c.jobs} SET "lock_expires_at" = ${c.d.nowPlusMs} WHERE ${held}`,
-    [leaseMs],
-    ` AND "lock_owner" = ?`,
-    [owner],
+  if (!renewHeld) return yield* renewShared(c, owner, leaseMs, refs);
+  const valid = refs.filter((ref) => isJobId(ref.id));
+  const answer = valid.length > 0 ? yield* renewHeld.call(c.d, owner, leaseMs, valid) : [];
+  // A dialect written before cancellation answers with the renewed ids only.
+  const renewed = new Set(Array.isArray(answer) ? answer : answer.renewed);
+  const cancelRequested = Array.isArray(answer) ? [] : answer.cancelRequested;
+  return renewResult(
+    refs.filter((ref) => !renewed.has(ref.id)).map((ref) => ref.id),
+    cancelRequested,
   );
 }
 
+/** `{ lost }`, plus `cancelRequested` only when there is any (a plain answer stays plain). */
+function renewResult(lost: string[], cancelRequested: readonly string[]): RenewResult {
+  return cancelRequested.length > 0 ? { lost, cancelRequested: [...cancelRequested] } : { lost };
+}
+
 /**
- * Renewal without RETURNING, the heartbeat of every running job: one UPDATE, no transaction.
- * Only when it touched fewer rows than asked does a read find which refs are no longer held (a
- * token never comes back, so a row holding it now held it during the UPDATE).
+ * `, "progress" = CASE "id" WHEN ? THEN ? … ELSE "progress" END` for the refs that carry
+ * progress, and its parameters; empty when none does.
  */
-function* renewWithoutReturning(
+function progressAssignment(refs: readonly LeaseRenewalRef[]): { sql: string; params: unknown[] } {
+  const changed = refs.filter((ref) => ref.progressJson !== undefined && ref.progressJson !== null);
+  if (changed.length === 0) return { sql: '', params: [] };
+  return {
+    sql: `, "progress" = CASE "id" ${changed.map(() => 'WHEN ? THEN ?').join(' ')} ELSE "progress" END`,
+    params: changed.flatMap((ref) => [ref.id, ref.progressJson]),
+  };
+}
+
+/**
+ * The shared renewal (no `Dialect.renewHeld`): one UPDATE per chunk, no transaction, that
+ * renews the held rows without a cancel request. Only when it touched fewer rows than asked
+ * does a read find which refs are no longer held (a token never comes back, so a row holding it
+ * now held it during the UPDATE) and which carry a cancel request; those are renewed by a
+ * second UPDATE, so their owner has a full lease to stop them.
+ */
+function* renewShared(
   c: SqlContext,
   owner: string,
   leaseMs: number,
-  refs: readonly JobRef[],
-): Operation<SettleResult> {
+  refs: readonly LeaseRenewalRef[],
+): Operation<RenewResult> {
   const lost = refs.filter((ref) => !isJobId(ref.id)).map((ref) => ref.id);
+  const cancelRequested: string[] = [];
   const valid = refs.filter((ref) => isJobId(ref.id));
+  const renew = (part: readonly LeaseRenewalRef[], extra: string): Operation<number> =>
+    (function* () {
+      const progress = progressAssignment(part);
+      const ids = part.map((ref) => ref.id);
+      const updated = yield {
+        sql: c.d.sql(
+          `UPDATE ${c.jobs} SET "lock_expires_at" = ${c.d.nowPlusMs}${progress.sql}
+            WHERE "id" IN (${marks(ids.length)}) AND ("id", "lock_token") IN (${c.d.pairs(part.length)})
+              AND "state" = 'running' AND "lock_owner" = ?${extra}`,
+        ),
+        params: [
+          leaseMs,
+          ...progress.params,
+          ...ids,
+          ...part.flatMap((ref) => [ref.id, ref.token]),
+          owner,
+        ],
+      };
+      return updated.affected;
+    })();
   for (let i = 0; i < valid.length; i += SETTLE_CHUNK) {
     const part = valid.slice(i, i + SETTLE_CHUNK);
+    if ((yield* renew(part, notCancelled(c))) === part.length) continue;
     const ids = part.map((ref) => ref.id);
-    const updated = yield {
-      sql: c.d.sql(
-        `UPDATE ${c.jobs} SET "lock_expires_at" = ${c.d.nowPlusMs}
-            WHERE "id" IN (${marks(ids.length)}) AND ("id", "lock_token") IN (${c.d.pairs(part.length)})
-              AND "state" = 'running' AND "lock_owner" = ?`,
-      ),
-      params: [leaseMs, ...ids, ...part.flatMap((ref) => [ref.id, ref.token]), owner],
-    };
-    if (updated.affected === part.length) continue;
     const held = (yield {
       sql: c.d.sql(
-        `SELECT "id", "lock_token" FROM ${c.jobs}
+        `SELECT "id", "lock_token", "cancel_requested" FROM ${c.jobs}
             WHERE "id" IN (${marks(ids.length)}) AND "state" = 'running' AND "lock_owner" = ?`,
       ),
       params: [...ids, owner],
     }).rows;
     const tokens = new Map(held.map((row) => [String(row.id), String(row.lock_token)]));
+    const flagged = new Set(
+      held.filter((row) => readBool(row.cancel_requested)).map((row) => String(row.id)),
+    );
     lost.push(...part.filter((ref) => tokens.get(ref.id) !== ref.token).map((ref) => ref.id));
+    const cancelled = part.filter((ref) => tokens.get(ref.id) === ref.token && flagged.has(ref.id));
+    if (cancelled.length > 0) {
+      yield* renew(cancelled, '');
+      cancelRequested.push(...cancelled.map((ref) => ref.id));
+    }
   }
-  return { lost: inInputOrder(refs, lost) };
+  return renewResult(inInputOrder(refs, lost), cancelRequested);
 }
