@@ -3,8 +3,9 @@
  * group, plus `FlakyJobStore`, a fault-injecting wrapper, `runScheduleOverlapProcessTest`,
  * a schedule run by engines in two processes, and the chaos kit for stores that talk over a
  * network: `ChaosProxy` (refuse, cut, black-hole, delay), `spawnChaosWorker` (real worker
- * processes whose runs `liveRuns`/`overlappingRuns` check), `runChaosScenarios` and
- * `runDeadlineChecks`.
+ * processes whose runs `liveRuns`/`overlappingRuns` check), `runChaosScenarios`,
+ * `runDeadlineChecks`, and `DatabaseServer` with `runRestartScenario` (a private server the test
+ * crashes and restarts).
  *
  * @example
  * import { runJobStoreConformance } from '@jobs/conformance';
@@ -15,6 +16,7 @@ import type { JobStore } from '@jobs/core';
 import { afterEach, describe } from 'vitest';
 import { acquireGroup } from './groups/acquire.js';
 import { adminGroup } from './groups/admin.js';
+import { cancellationGroup } from './groups/cancellation.js';
 import { clockGroup } from './groups/clock.js';
 import { deadletterGroup } from './groups/deadletter.js';
 import { durabilityGroup } from './groups/durability.js';
@@ -26,15 +28,18 @@ import { faultsGroup } from './groups/faults.js';
 import { handlerTransactionGroup } from './groups/handler-transaction.js';
 import { historyGroup } from './groups/history.js';
 import { hostileInputGroup } from './groups/hostile-input.js';
+import { keyModesGroup } from './groups/key-modes.js';
 import { leasesGroup } from './groups/leases.js';
 import { lifecycleGroup } from './groups/lifecycle.js';
 import { notificationsGroup } from './groups/notifications.js';
 import { operatorViewsGroup } from './groups/operator-views.js';
 import { ownershipGroup } from './groups/ownership.js';
+import { rateLimitGroup } from './groups/rate-limit.js';
 import { recoveryGroup } from './groups/recovery.js';
 import { releaseGroup } from './groups/release.js';
 import { scheduleEngineGroup } from './groups/schedule-engine.js';
 import { schedulesGroup } from './groups/schedules.js';
+import { scopeLimitGroup } from './groups/scope-limit.js';
 import { suspensionGroup } from './groups/suspension.js';
 import { timersGroup } from './groups/timers.js';
 import { transactionsGroup } from './groups/transactions.js';
@@ -48,6 +53,7 @@ export {
   runDeadlineChecks,
 } from './chaos/deadline-checks.js';
 export { type ChaosMode, ChaosProxy, type ChaosProxyOptions } from './chaos/proxy.js';
+export { type RestartScenarioOptions, runRestartScenario } from './chaos/restart.js';
 export {
   completions,
   cpuShare,
@@ -61,6 +67,12 @@ export {
   type ChaosStoreRequest,
   runChaosScenarios,
 } from './chaos/scenarios.js';
+export {
+  DatabaseServer,
+  type DatabaseServerKind,
+  type DatabaseServerOptions,
+  type DatabaseStopMode,
+} from './chaos/server.js';
 export {
   type ChaosCpuSample,
   type ChaosEngineOptions,
@@ -117,6 +129,9 @@ const GROUPS: Record<GroupName, { title: string; define: GroupDefinition }> = {
   deadletter: { title: 'dead-letter area (7)', define: deadletterGroup },
   suspension: { title: 'suspension (7)', define: suspensionGroup },
   exclusive: { title: 'exclusive scopes (8)', define: exclusiveGroup },
+  'scope-limit': { title: 'scope limit N (18)', define: scopeLimitGroup },
+  'key-modes': { title: 'unique keys: keep, replace, debounce (11)', define: keyModesGroup },
+  'rate-limit': { title: 'rate-limit windows and deferral (19)', define: rateLimitGroup },
   release: { title: 'release without an attempt (15)', define: releaseGroup },
   notifications: {
     title: 'wake-ups for subscribers on other connections',
@@ -136,6 +151,10 @@ const GROUPS: Record<GroupName, { title: string; define: GroupDefinition }> = {
   history: {
     title: 'history: finished jobs recorded with their outcome, listed, pruned; bulk actions',
     define: historyGroup,
+  },
+  cancellation: {
+    title: 'cancellation and progress: through lease renewal, on every store (20)',
+    define: cancellationGroup,
   },
   'operator-views': {
     title: 'operator views: queue stats (optional)',

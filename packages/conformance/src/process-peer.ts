@@ -10,7 +10,12 @@ import type { ProcessPeerSpec } from './options.js';
 
 /** Path of a runner script, found next to `src/` or `dist/` whichever this code runs from. */
 export function runnerPath(
-  name: 'acquire-peer.mjs' | 'engine-peer.mjs' | 'schedule-peer.mjs' | 'chaos-worker.mjs',
+  name:
+    | 'acquire-peer.mjs'
+    | 'engine-peer.mjs'
+    | 'schedule-peer.mjs'
+    | 'chaos-worker.mjs'
+    | 'cancel-peer.mjs',
 ): string {
   let dir = dirname(fileURLToPath(import.meta.url));
   for (let i = 0; i < 4; i++) {

@@ -30,6 +30,8 @@ function jobToRow(job: Job): Record<string, unknown> {
     shard_index: job.shard?.index ?? null,
     shard_count: job.shard?.count ?? null,
     meta: job.meta ? JSON.stringify(job.meta) : null,
+    progress: job.progress == null ? null : JSON.stringify(job.progress),
+    cancel_requested: job.cancelRequested ?? false,
   };
 }
 

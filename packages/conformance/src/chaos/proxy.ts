@@ -41,7 +41,7 @@ function parseTarget(target: ChaosProxyOptions['target']): { host: string; port:
  * its own source port and connect to itself (TCP simultaneous open), which would then keep
  * the proxy from listening again.
  */
-function stablePortCandidate(): number {
+export function stablePortCandidate(): number {
   let low = 32_768;
   try {
     const [first] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').split(/\s+/);

@@ -73,19 +73,19 @@ export interface ChaosScenarioOptions {
 }
 
 /** CPU a worker whose database is away may use, as a share of one core: waiting, not spinning. */
-const MAX_IDLE_CPU_SHARE = 0.3;
+export const MAX_IDLE_CPU_SHARE = 0.3;
 /** The outage of the restart-like scenario (the issue's 10 s). */
 const OUTAGE_MS = 10_000;
 /** Jobs handed from one worker to another per round (black hole, kill -9). */
 const HANDOVER_JOBS = 4;
 
 /** Milliseconds left of a test that started now with `timeoutMs`, less a second for cleanup. */
-function budget(timeoutMs: number): () => number {
+export function budget(timeoutMs: number): () => number {
   const end = Date.now() + timeoutMs - 1_000;
   return () => Math.max(1, end - Date.now());
 }
 
-const describeRun = (run: LiveRun): string =>
+export const describeRun = (run: LiveRun): string =>
   `${run.worker} ${new Date(run.start).toISOString()}..${Number.isFinite(run.end) ? new Date(run.end).toISOString() : 'running'}${run.aborted ? ' (aborted)' : ''}`;
 
 /**
