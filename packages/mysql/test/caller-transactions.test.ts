@@ -5,7 +5,7 @@
  * own connections, however long another transaction holds a row.
  */
 import { makeNewJob, refOf } from '@jobs/conformance';
-import type { EnqueueResult } from '@jobs/core';
+import type { EnqueueResult, NewJob } from '@jobs/core';
 import mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MysqlJobStore, MysqlRetryEvent } from '../src/index.js';
@@ -41,6 +41,37 @@ interface CallerOutcome {
   error: unknown;
 }
 
+/**
+ * Every caller opens its transaction and takes its snapshot before anyone enqueues; then all
+ * enqueue `jobOf(caller)` in their transactions at once and commit (or roll back on an error).
+ */
+async function enqueueInCallers(
+  store: MysqlJobStore,
+  connections: readonly mysql.Connection[],
+  jobOf: (caller: number) => NewJob,
+): Promise<CallerOutcome[]> {
+  for (const connection of connections) {
+    await connection.beginTransaction();
+    await connection.query(`SELECT COUNT(*) AS n FROM ${store.tables.jobs}`);
+  }
+  return Promise.all(
+    connections.map(async (connection, caller): Promise<CallerOutcome> => {
+      const job = jobOf(caller);
+      const key = job.key as string;
+      try {
+        const [result] = await store.enqueue([job], { tx: connection });
+        // The caller's own write after the enqueue, in the same transaction.
+        await connection.query('SELECT 1');
+        await connection.commit();
+        return { key, result: result ?? null, error: null };
+      } catch (error) {
+        await connection.rollback().catch(() => {});
+        return { key, result: null, error };
+      }
+    }),
+  );
+}
+
 describe.skipIf(!reachable)('@jobs/mysql keyed enqueue in callers’ transactions', () => {
   beforeAll(async () => {
     database = await createDatabase();
@@ -68,28 +99,8 @@ describe.skipIf(!reachable)('@jobs/mysql keyed enqueue in callers’ transaction
           caller < OWN_KEYS
             ? `k-${caller}-own-${round}`
             : `k-${(caller % SHARED_KEYS) * 10}-shared-${round}`;
-        // Every caller opens its transaction and takes its snapshot before anyone enqueues.
-        for (const connection of connections) {
-          await connection.beginTransaction();
-          await connection.query(`SELECT COUNT(*) AS n FROM ${store.tables.jobs}`);
-        }
-        const outcomes = await Promise.all(
-          connections.map(async (connection, caller): Promise<CallerOutcome> => {
-            const key = keyOf(caller);
-            try {
-              const [result] = await store.enqueue(
-                [makeNewJob({ key, payload: { caller, round } })],
-                { tx: connection },
-              );
-              // The caller's own write after the enqueue, in the same transaction.
-              await connection.query('SELECT 1');
-              await connection.commit();
-              return { key, result: result ?? null, error: null };
-            } catch (error) {
-              await connection.rollback().catch(() => {});
-              return { key, result: null, error };
-            }
-          }),
+        const outcomes = await enqueueInCallers(store, connections, (caller) =>
+          makeNewJob({ key: keyOf(caller), payload: { caller, round } }),
         );
         const failed = outcomes.filter((o) => o.error !== null);
         expect(
@@ -116,6 +127,54 @@ describe.skipIf(!reachable)('@jobs/mysql keyed enqueue in callers’ transaction
         );
         expect(stored).toHaveLength(OWN_KEYS + SHARED_KEYS);
         expect(stored.every((row) => Number(row.n) === 1)).toBe(true);
+      }
+    } finally {
+      await Promise.allSettled(connections.map((c) => c.end()));
+    }
+  });
+
+  it('20 REPEATABLE READ callers replacing and debouncing shared keys at once: no deadlock, no rollback, one job per key', async () => {
+    const store = await freshStore();
+    const callers = 20;
+    const connections = await Promise.all(
+      Array.from({ length: callers }, () => mysql.createConnection({ uri: MYSQL_URL, database })),
+    );
+    try {
+      for (const connection of connections) {
+        await connection.query('SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ');
+      }
+      for (let round = 0; round < ROUNDS; round++) {
+        // Half the keys are held before the callers start, half are created by one of them.
+        const keyOf = (caller: number): string => `m-${caller % 4}-${round}`;
+        await store.enqueue(
+          [0, 1].map((k) => makeNewJob({ key: `m-${k}-${round}`, delayMs: 60_000 })),
+        );
+        const outcomes = await enqueueInCallers(store, connections, (caller) =>
+          makeNewJob({
+            key: keyOf(caller),
+            keyMode: caller % 2 ? 'replace' : 'debounce',
+            payload: { caller },
+            delayMs: 30_000 + caller,
+          }),
+        );
+        expect(
+          outcomes
+            .filter((o) => o.error !== null)
+            .map((o) => `${o.key}: ${(o.error as Error).message}`),
+          `round ${round}`,
+        ).toEqual([]);
+        for (let k = 0; k < 4; k++) {
+          const key = `m-${k}-${round}`;
+          const mine = outcomes.filter((o) => o.key === key);
+          expect(new Set(mine.map((o) => o.result?.job.id)).size, key).toBe(1);
+          const [row] = await sql(`SELECT payload FROM ${store.tables.jobs} WHERE job_key = ?`, [
+            key,
+          ]);
+          const sent = Array.from({ length: callers }, (_, caller) => caller).filter(
+            (caller) => keyOf(caller) === key,
+          );
+          expect(sent, key).toContain(JSON.parse(String(row?.payload)).caller);
+        }
       }
     } finally {
       await Promise.allSettled(connections.map((c) => c.end()));

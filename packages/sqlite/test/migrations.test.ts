@@ -181,6 +181,7 @@ describe('one schema for every path', () => {
       'jobs_jobs',
       'jobs_jobs_history',
       'jobs_jobs_migrations',
+      'jobs_jobs_rate_limits',
       'jobs_schedules',
     ]);
     expect(schemaOf(store.db, 'jobs_')).toEqual(schemaOf((await openStore()).db, 'jobs_'));

@@ -163,7 +163,7 @@ describe('acquire', () => {
     expect(a2 && b1 && n1).toBeTruthy();
   });
 
-  test('exclusive: a head of another type still blocks; an expired running lease does not', async () => {
+  test('exclusive: a head of another type still blocks; so does a lapsed lease, until recovered', async () => {
     const { store, clock } = await clocked();
     await store.enqueue([
       newJob({ type: 'other', scope: 's', exclusive: true }),
@@ -174,6 +174,11 @@ describe('acquire', () => {
     expect(other).toBeDefined();
     expect(await store.acquire(request)).toEqual([]);
     clock.advance(100);
+    // Its owner may still be running it: the scope stays taken until recovery requeues it.
+    expect(await store.acquire(request)).toEqual([]);
+    expect((await store.recoverExpiredLeases(10)).requeued).toEqual([other!.id]);
+    const [again] = await store.acquire({ ...request, types: ['other'] });
+    await store.complete([ref(again!)]);
     expect((await store.acquire(request)).map((j) => j.payload)).toEqual(['w']);
   });
 
@@ -558,7 +563,9 @@ describe('store lifecycle', () => {
     );
     expect(() => new SqliteJobStore({})).toThrow(/filename/);
     const { db } = await openStore();
-    expect(() => new SqliteJobStore({ db, filename: 'x.db' })).toThrow(/either `filename` or `db`/);
+    expect(() => new SqliteJobStore({ db, filename: 'x.db' })).toThrow(
+      /exactly one of `filename` or `db`/,
+    );
   });
 
   test('a table prefix keeps two stores apart in one file', async () => {

@@ -29,12 +29,15 @@ export type JobRow = Record<'type' | 'state' | 'queue', string> &
   Nullable<'scope' | 'job_key' | 'tenant_id' | 'lock_owner' | 'lock_token', string> &
   Nullable<'last_error_message' | 'last_error_stack' | 'suspended_from' | 'schedule_name', string> &
   Nullable<'lock_expires_at' | 'occurrence', Time> &
-  Nullable<'shard_index' | 'shard_count', number> & {
+  Nullable<'shard_index' | 'shard_count' | 'scope_limit', number> & {
     id: string | number;
     payload: unknown;
     retry_policy: unknown;
     /** String headers given at enqueue (JSON). */
     meta: unknown;
+    /** The handler's latest progress (JSON), written by lease renewals. */
+    progress: unknown;
+    cancel_requested: boolean | number;
     exclusive: boolean | number;
     waiting?: number | null;
     neg_priority?: number;
@@ -64,7 +67,8 @@ const TABLES = {
       tenant_id:text? queue:text='default' last_error_message:text? last_error_stack:text?
       created_at:timestamptz(3)=now() lock_owner:text? lock_expires_at:timestamptz(3)?
       lock_token:text? retry_policy:jsonb? suspended_from:text? schedule_name:text?
-      occurrence:timestamptz(3)? shard_index:integer? shard_count:integer? meta:jsonb?`,
+      occurrence:timestamptz(3)? shard_index:integer? shard_count:integer? meta:jsonb?
+      progress:jsonb? cancel_requested:boolean=false scope_limit:integer?`,
     schedules: `name:text spec:jsonb next_at:timestamptz(3)? paused:boolean=false
       pending_misfire:boolean=false skipped:integer=0 fired:integer=0 version:integer=1
       created_at:timestamptz(3)=now() updated_at:timestamptz(3)=now()`,
@@ -90,7 +94,8 @@ const TABLES = {
       last_error_stack:mediumtext? created_at:datetime(3) lock_owner:varchar(255)?
       lock_expires_at:datetime(3)? lock_token:char(36)? retry_policy:text?
       suspended_from:varchar(16)? schedule_name:varchar(255)? occurrence:datetime(3)?
-      shard_index:int? shard_count:int? waiting:tinyint? neg_priority:int? meta:longtext?`,
+      shard_index:int? shard_count:int? waiting:tinyint? neg_priority:int? meta:longtext?
+      progress:longtext? cancel_requested:tinyint=0 scope_limit:int?`,
     schedules: `name:varchar(255) spec:longtext next_at:datetime(3)? paused:tinyint=0
       pending_misfire:tinyint=0 skipped:int=0 fired:int=0 version:int=1 created_at:datetime(3)
       updated_at:datetime(3)`,
@@ -111,7 +116,8 @@ const TABLES = {
       tenant_id:text? queue:text last_error_message:text? last_error_stack:text?
       created_at:integer lock_owner:text? lock_expires_at:integer? lock_token:text?
       retry_policy:text? suspended_from:text? schedule_name:text? occurrence:integer?
-      shard_index:integer? shard_count:integer? meta:text?`,
+      shard_index:integer? shard_count:integer? meta:text? progress:text?
+      cancel_requested:integer=0 scope_limit:integer?`,
     schedules: `name:text? spec:text next_at:integer? paused:integer=0 pending_misfire:integer=0
       skipped:integer=0 fired:integer=0 version:integer=1 created_at:integer updated_at:integer`,
     key: { generated: 'increment' },
