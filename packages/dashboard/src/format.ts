@@ -1,0 +1,91 @@
+/** How values read on a page: relative times (absolute in a title), durations, counts. */
+import { html, type SafeHtml } from './html.js';
+
+const UNITS: [string, number][] = [
+  ['d', 86_400_000],
+  ['h', 3_600_000],
+  ['m', 60_000],
+  ['s', 1_000],
+];
+
+/** `1h 5m`, `12s`, `340ms`: the two largest units. */
+export function duration(ms: number): string {
+  const abs = Math.abs(ms);
+  if (abs < 1_000) return `${Math.round(abs)}ms`;
+  const parts: string[] = [];
+  let rest = abs;
+  for (const [unit, size] of UNITS) {
+    if (rest >= size && parts.length < 2) {
+      parts.push(`${Math.floor(rest / size)}${unit}`);
+      rest %= size;
+    } else if (parts.length > 0) break;
+  }
+  return parts.join(' ');
+}
+
+/** `in 5m` / `3h 2m ago` / `now`, relative to `now`. */
+export function relativeText(at: Date, now: number): string {
+  const delta = at.getTime() - now;
+  if (Math.abs(delta) < 1_000) return 'now';
+  return delta > 0 ? `in ${duration(delta)}` : `${duration(delta)} ago`;
+}
+
+/** ISO-8601 in UTC, to the second. */
+export function utc(at: Date): string {
+  return `${at.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+}
+
+/** A `<time>`: relative text, absolute time in its title. */
+export function timeCell(at: Date | null | undefined, now: number): SafeHtml {
+  if (!at) return html`<span class="muted">—</span>`;
+  return html`<time datetime="${at.toISOString()}" title="${utc(at)}">${relativeText(at, now)}</time>`;
+}
+
+/** An instant in a time zone: `2026-11-24 03:00:00 Europe/Berlin`. */
+export function inZone(at: Date, timeZone: string): string {
+  try {
+    const parts = new Intl.DateTimeFormat('en-CA', {
+      timeZone,
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+      hour: '2-digit',
+      minute: '2-digit',
+      second: '2-digit',
+      hourCycle: 'h23',
+    }).formatToParts(at);
+    const get = (type: string): string => parts.find((p) => p.type === type)?.value ?? '';
+    return `${get('year')}-${get('month')}-${get('day')} ${get('hour')}:${get('minute')}:${get('second')} ${timeZone}`;
+  } catch {
+    return utc(at);
+  }
+}
+
+/** `12,345`. */
+export function count(n: number): string {
+  return n.toLocaleString('en-US');
+}
+
+/** A count that may have hit its cap: `10,000+`. */
+export function cappedCount(n: number, cap: number): string {
+  return n >= cap ? `${count(cap - 1)}+` : count(n);
+}
+
+/** Pretty JSON for display (already safe to escape). */
+export function prettyJson(value: unknown): string {
+  try {
+    return JSON.stringify(value, null, 2) ?? 'undefined';
+  } catch {
+    return String(value);
+  }
+}
+
+/** A name in a list or table cell: a long one clipped, in full in its tooltip. */
+export function shortName(value: string, max = 60): SafeHtml | string {
+  return value.length > max ? html`<span title="${value}">${clip(value, max)}</span>` : value;
+}
+
+/** At most `max` characters, with an ellipsis. */
+export function clip(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}

@@ -1,0 +1,538 @@
+/**
+ * The dashboard in a real browser against a real store with a real engine running jobs. Each
+ * store's test file calls `dashboardSuite(backend)`.
+ */
+import { once } from 'node:events';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { type Job, JobEngine, type JobStore, silentLogger, UnrecoverableError } from '@jobs/core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { createDashboard } from '../src/index.js';
+import type { Backend } from './backends.js';
+import { ARTIFACTS, launchBrowser } from './browser.js';
+
+const BASE = '/ops/jobs';
+const PAGED = 1_050;
+const HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">';
+
+async function until<T>(
+  what: string,
+  read: () => Promise<T | null | undefined | false>,
+  timeoutMs = 15_000,
+): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (value) return value;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** Signed in as an admin: the app's cookie that `authorize` checks. */
+const isAdmin = (req: unknown): boolean =>
+  /(?:^|;\s*)user=admin(?:;|$)/.test(String((req as IncomingMessage).headers?.cookie ?? ''));
+
+export function dashboardSuite(open: () => Promise<Backend | null>): void {
+  let backend: Backend | null = null;
+  let store: JobStore;
+  let engine: JobEngine;
+  let server: Server;
+  let origin = '';
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  const broken = { fragile: true, bulk: true };
+  const ids: Record<string, string> = {};
+  const errors: unknown[] = [];
+
+  const shot = async (name: string): Promise<void> => {
+    await page.screenshot({
+      path: join(ARTIFACTS, `${backend?.name}-${name}.png`),
+      fullPage: true,
+    });
+  };
+  const visit = async (path: string): Promise<void> => {
+    const response = await page.goto(`${origin}${BASE}${path}`);
+    expect(response?.status(), path).toBe(200);
+  };
+
+  beforeAll(async () => {
+    backend = await open();
+    if (!backend) return;
+    store = await backend.open();
+    engine = new JobEngine({
+      store,
+      concurrency: 4,
+      leaseMs: 5_000,
+      pollIntervalMs: 200,
+      logger: silentLogger,
+      handlers: {
+        quick: async (job) => ({ doubled: (job.payload as { n: number }).n * 2 }),
+        fragile: async () => {
+          if (broken.fragile) throw new UnrecoverableError('upstream said no');
+          return { ok: true };
+        },
+        'bulk-dead': async (job) => {
+          if (broken.bulk)
+            throw new UnrecoverableError(`boom ${(job.payload as { group: number }).group}`);
+          return { ok: true };
+        },
+        hostile: async () => {
+          throw new UnrecoverableError(HOSTILE);
+        },
+        report: async () => ({ rows: 1 }),
+        // Runs until cancelled, reporting progress.
+        long: async (_job, ctx) => {
+          ctx.progress({ done: 3, total: 10 });
+          await new Promise((resolve) =>
+            ctx.signal.addEventListener('abort', resolve, { once: true }),
+          );
+          throw ctx.signal.reason ?? new Error('aborted');
+        },
+      },
+    });
+    await engine.start();
+
+    const dashboard = createDashboard({
+      store,
+      basePath: BASE,
+      authorize: isAdmin,
+      logger: silentLogger,
+    });
+    const mounted = createDashboard({ store, authorize: isAdmin, logger: silentLogger });
+    // Counts exactly up to 100 live jobs: the suite's 1,000+ make it a "big" table.
+    const small = createDashboard({
+      store,
+      basePath: '/small',
+      countLimit: 100,
+      logger: silentLogger,
+    });
+    server = createServer((req, res) => {
+      const notFound = (): void => {
+        res.statusCode = 404;
+        res.end('app 404');
+      };
+      if (req.url?.startsWith('/express/')) {
+        // What Express's app.use('/express', handler) does to the request.
+        Object.assign(req, {
+          baseUrl: '/express',
+          originalUrl: req.url,
+          url: req.url.slice('/express'.length),
+        });
+        mounted.handler(req, res, notFound);
+        return;
+      }
+      if (req.url?.startsWith('/small/')) {
+        small.handler(req, res, notFound);
+        return;
+      }
+      dashboard.handler(req, res, notFound);
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+    // Jobs to page through: due tomorrow, so nothing runs them.
+    const tomorrow = new Date(Date.now() + 86_400_000);
+    for (let i = 0; i < PAGED; i += 350) {
+      await engine.enqueueMany(
+        Array.from({ length: Math.min(350, PAGED - i) }, (_, k) => ({
+          type: 'page-me',
+          payload: { i: i + k },
+          options: { runAt: tomorrow, queue: 'bulk', ...(i + k === 7 ? { key: 'unique-7' } : {}) },
+        })),
+      );
+    }
+    await engine.enqueueMany(
+      Array.from({ length: 12 }, (_, n) => ({ type: 'quick', payload: { n } })),
+    );
+    ids.fragile = (await engine.enqueue('fragile', { order: 42 })).id;
+    ids.hostile = (await engine.enqueue('hostile', { note: HOSTILE })).id;
+    // Long unbroken values: they wrap inside their cells instead of widening the page.
+    ids.long = (
+      await engine.enqueue(
+        `reconcile-${'ledger'.repeat(20)}`,
+        { line: 'x'.repeat(600), nested: { list: Array.from({ length: 30 }, (_, i) => i) } },
+        {
+          runAt: tomorrow,
+          queue: `q-${'z'.repeat(80)}`,
+          scope: `acct-${'9'.repeat(150)}`,
+          key: `k-${'y'.repeat(150)}`,
+          tenantId: `t-${'w'.repeat(60)}`,
+        },
+      )
+    ).id;
+    const bulk = await engine.enqueueMany(
+      [1, 1, 1, 2, 2].map((group) => ({ type: 'bulk-dead', payload: { group } })),
+    );
+    ids.bulk1 = bulk[0]?.id ?? '';
+    await engine.schedule('nightly-report', {
+      cron: '0 3 * * *',
+      timezone: 'Europe/Berlin',
+      type: 'report',
+    });
+    await until(
+      'the dead-letter jobs',
+      async () => (await store.countJobs?.({ state: 'deadletter' })) === 7,
+    );
+    await until('the quick jobs', async () => (await store.countJobs?.({ type: 'quick' })) === 0);
+
+    browser = await launchBrowser();
+    context = await browser.newContext({ viewport: { width: 1360, height: 900 } });
+    await context.addCookies([{ name: 'user', value: 'admin', url: origin }]);
+    page = await context.newPage();
+    page.on('dialog', (dialog) => void dialog.accept());
+    page.on('pageerror', (error) => errors.push(error));
+  }, 60_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    server?.close();
+    await engine?.stop({ timeoutMs: 5_000 });
+    await store?.close();
+    await backend?.drop();
+  });
+
+  it('renders every page (screenshots in test-artifacts/)', async (t) => {
+    if (!backend) return t.skip();
+    await visit('/');
+    await expect(page.locator('h1').first().textContent()).resolves.toBe('Overview');
+    expect(await page.locator('svg.chart').count()).toBe(1);
+    expect(await page.content()).toContain('page-me');
+    await shot('overview');
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await shot('overview-dark');
+    await page.emulateMedia({ colorScheme: 'light' });
+    await visit('/jobs');
+    await shot('jobs');
+    await visit(`/jobs/${ids.fragile}`);
+    expect(await page.locator('h1').textContent()).toContain('deadletter');
+    expect(await page.content()).toContain('upstream said no');
+    await shot('job');
+    await visit(`/jobs/${ids.long}`);
+    await shot('job-long-values');
+    await visit(`/jobs?scope=acct-${'9'.repeat(150)}`);
+    expect(await page.locator('tbody tr').count()).toBe(1);
+    await shot('jobs-long-values');
+    // No card scrolls sideways: long values wrap in their cells.
+    const fits = (): Promise<unknown> =>
+      page.evaluate(
+        `document.documentElement.scrollWidth <= window.innerWidth &&
+          [...document.querySelectorAll('.card')].every((c) => c.scrollWidth <= c.clientWidth)`,
+      );
+    expect(await fits()).toBe(true);
+    await visit(`/jobs/${ids.long}`);
+    expect(await fits()).toBe(true);
+    await visit('/');
+    expect(await fits()).toBe(true);
+    await visit('/deadletter');
+    expect(await page.locator('tbody tr').count()).toBe(4); // fragile, hostile, boom 1, boom 2
+    await shot('deadletter');
+    await visit('/schedules');
+    await shot('schedules');
+    await visit('/history');
+    expect(await page.locator('tbody tr').count()).toBeGreaterThanOrEqual(12);
+    await shot('history');
+    expect(errors).toEqual([]);
+  });
+
+  it('says when the overview is approximate: the newest jobs counted up to the limit', async (t) => {
+    if (!backend) return t.skip();
+    // The default limit (20,000) counts every job here: nothing approximate.
+    await visit('/');
+    expect(await page.locator('.notice.approx').count()).toBe(0);
+    expect(await page.content()).not.toContain('≈');
+
+    const overview = async (): Promise<{ notice: string; live: string; counted: number }> => {
+      const response = await page.goto(`${origin}/small/`);
+      expect(response?.status()).toBe(200);
+      const all = page.locator('table').first().locator('tr', { hasText: 'All' });
+      const cells = await all.locator('td.num').allTextContents();
+      // The state columns of the "All" row (then Due): they add up to the 100 counted.
+      const counted = cells
+        .slice(0, 5)
+        .reduce((sum, text) => sum + Number(text.replace(/\D/g, '') || 0), 0);
+      return {
+        notice: (await page.locator('.notice.approx').textContent()) ?? '',
+        live: (await page.locator('.stat .value').first().textContent()) ?? '',
+        counted,
+      };
+    };
+    let shown = await overview();
+    expect(shown.notice).toContain('Approximate counts');
+    expect(shown.notice).toContain('counted up to 100 jobs');
+    expect(shown.counted).toBe(100);
+    if (backend.analyze) {
+      // With statistics, the total is the database's estimate.
+      await backend.analyze();
+      shown = await overview();
+      expect(shown.live).toMatch(/^≈\d{1,3}(,\d{3})*$/);
+      expect(Number(shown.live.replace(/\D/g, ''))).toBeGreaterThan(500);
+      expect(shown.notice).toContain('the database’s estimate');
+    } else {
+      // SQLite keeps no estimate: the total says how far it was counted.
+      expect(shown.live).toBe('100+');
+    }
+    expect(await page.locator('.stat .value').nth(4).textContent()).toMatch(/^≥\d+$/);
+    await shot('overview-approximate');
+    const stats = (await (await fetch(`${origin}/small/api/stats`)).json()) as {
+      bounded: { newest: number; estimate: number | null } | null;
+    };
+    expect(stats.bounded?.newest).toBe(100);
+    expect(errors).toEqual([]);
+  });
+
+  it('filters jobs and pages through 1,050 of them', async (t) => {
+    if (!backend) return t.skip();
+    await visit('/jobs');
+    await page.fill('input[name=type]', 'page-me');
+    await page.selectOption('select[name=state]', 'timer');
+    await page.click('form.filters button[type=submit]');
+    await expect(page.locator('.count-pill').textContent()).resolves.toBe('1,050');
+    const seen = new Set<string>();
+    let pages = 0;
+    for (;;) {
+      pages += 1;
+      for (const id of await page.locator('tbody td.mono a').allTextContents()) seen.add(id);
+      const next = page.locator('a[rel=next]');
+      if ((await next.count()) === 0) break;
+      await next.click();
+    }
+    expect(seen.size).toBe(PAGED);
+    expect(await page.content()).not.toContain('offset paging'); // the SQL store pages by id
+    expect(await store.countJobs?.({ type: 'page-me' }, 100)).toBe(100);
+    expect(pages).toBe(Math.ceil(PAGED / 50));
+    await page.fill('input[name=key]', 'unique-7');
+    await page.click('form.filters button[type=submit]');
+    expect(await page.locator('tbody tr').count()).toBe(1);
+    await visit('/jobs?state=deadletter');
+    expect(await page.locator('tbody tr').count()).toBe(7);
+
+    // The JSON API pages the same way.
+    const apiIds = new Set<string>();
+    let query = 'type=page-me&state=timer';
+    for (;;) {
+      const body = (await (await fetch(`${origin}${BASE}/api/jobs?${query}`)).json()) as {
+        jobs: { id: string }[];
+        next: { after: string; offset: number } | null;
+        total: number;
+      };
+      expect(body.total).toBe(PAGED);
+      for (const job of body.jobs) apiIds.add(job.id);
+      if (!body.next) break;
+      query = `type=page-me&state=timer&after=${body.next.after}&offset=${body.next.offset}`;
+    }
+    expect([...apiIds].sort()).toEqual([...seen].sort());
+  });
+
+  it('retries a dead-letter job from its page, and the engine runs it', async (t) => {
+    if (!backend) return t.skip();
+    broken.fragile = false;
+    await visit(`/jobs/${ids.fragile}`);
+    await page.click('button:has-text("Retry now")');
+    await page.waitForURL(/done=retried/);
+    await until(
+      'the retried job to complete',
+      async () => (await store.getHistory?.(ids.fragile ?? ''))?.outcome === 'completed',
+    );
+    await visit(`/jobs/${ids.fragile}`);
+    expect(await page.locator('h1 .badge').first().textContent()).toBe('completed');
+    expect(await page.locator('pre').allTextContents()).toContain(
+      JSON.stringify({ ok: true }, null, 2),
+    );
+  });
+
+  it('bulk-retries one error group after a dry run that touches nothing', async (t) => {
+    if (!backend) return t.skip();
+    broken.bulk = false;
+    await visit('/deadletter');
+    await page.locator('tr', { hasText: 'boom 1' }).locator('button:has-text("Retry…")').click();
+    await expect(page.locator('.dry-run-count').textContent()).resolves.toBe('3');
+    expect(await store.countJobs?.({ state: 'deadletter', type: 'bulk-dead' })).toBe(5);
+    await shot('deadletter-dry-run');
+    await page.click('button:has-text("Retry 3 job(s) now")');
+    await page.waitForURL(/done=retried/);
+    expect(await page.locator('.notice.ok').textContent()).toContain('Retried 3');
+    await until('the three retried jobs to complete', async () => {
+      const left = await store.listJobs({ type: 'bulk-dead', limit: 10, offset: 0 });
+      return left.length === 2 && left.every((job: Job) => job.lastError?.message === 'boom 2');
+    });
+  });
+
+  it('pauses and resumes a schedule, showing fire times in its time zone', async (t) => {
+    if (!backend) return t.skip();
+    await visit('/schedules');
+    const row = page.locator('tr', { hasText: 'nightly-report' });
+    expect(await row.textContent()).toContain('03:00:00 Europe/Berlin');
+    await row.locator('button:has-text("Pause")').click();
+    await page.waitForURL(/done=paused/);
+    expect((await store.getSchedule('nightly-report'))?.paused).toBe(true);
+    expect(
+      await page
+        .locator('tr', { hasText: 'nightly-report' })
+        .locator('.badge')
+        .first()
+        .textContent(),
+    ).toBe('paused');
+    await page
+      .locator('tr', { hasText: 'nightly-report' })
+      .locator('button:has-text("Resume")')
+      .click();
+    await page.waitForURL(/done=resumed/);
+    expect((await store.getSchedule('nightly-report'))?.paused).toBe(false);
+  });
+
+  it('cancels a running job from its page, showing its progress first', async (t) => {
+    if (!backend) return t.skip();
+    const id = (await engine.enqueue('long', {})).id;
+    await until('the job to report progress', async () => {
+      const job = (await store.getJob(id)) as (Job & { progress?: unknown }) | null;
+      return job?.state === 'running' && job.progress !== null && job.progress !== undefined;
+    });
+    await visit(`/jobs/${id}`);
+    expect(await page.locator('progress').getAttribute('value')).toBe('3');
+    await shot('job-running');
+    await page.click('button:has-text("Cancel")');
+    await page.waitForURL(/done=cancel/);
+    await until(
+      'the cancelled job to leave the table',
+      async () => (await store.getJob(id)) === null,
+    );
+    expect((await store.getHistory?.(id))?.outcome).toBe('cancelled');
+    await visit(`/jobs/${id}`);
+    expect(await page.locator('h1 .badge').first().textContent()).toBe('cancelled');
+  });
+
+  it('shows a hostile payload and error as text', async (t) => {
+    if (!backend) return t.skip();
+    await visit(`/jobs/${ids.hostile}`);
+    expect(await page.locator('pre.payload').textContent()).toContain(
+      '<script>window.__pwned = 1</script>',
+    );
+    expect(await page.locator('p.err').textContent()).toBe(HOSTILE);
+    await shot('job-hostile');
+    const pwned = (): Promise<unknown> =>
+      page.evaluate(() => (globalThis as { __pwned?: number }).__pwned);
+    expect(await pwned()).toBeUndefined();
+    await visit('/deadletter');
+    expect(await page.content()).toContain('&lt;script&gt;');
+    expect(await pwned()).toBeUndefined();
+  });
+
+  it('refuses actions without authorization, CSRF token or same origin (plain HTTP)', async (t) => {
+    if (!backend) return t.skip();
+    const target = `${origin}${BASE}/jobs/${ids.hostile}/delete`;
+    const form = { 'content-type': 'application/x-www-form-urlencoded' };
+    // A page view as the admin gives the CSRF cookie and the form token.
+    const view = await fetch(`${origin}${BASE}/jobs/${ids.hostile}`, {
+      headers: { cookie: 'user=admin' },
+    });
+    const csrfCookie = (view.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+    const token = /name="_csrf" value="([^"]+)"/.exec(await view.text())?.[1] ?? '';
+    expect(csrfCookie).toMatch(/^jobs_dashboard_csrf=/);
+    expect(token).not.toBe('');
+    const post = (headers: Record<string, string>, body: string): Promise<Response> =>
+      fetch(target, { method: 'POST', redirect: 'manual', headers: { ...form, ...headers }, body });
+
+    expect((await post({ cookie: csrfCookie }, `_csrf=${token}`)).status).toBe(403); // not admin
+    expect((await post({ cookie: 'user=admin' }, '')).status).toBe(403); // no token, no cookie
+    expect((await post({ cookie: `user=admin; ${csrfCookie}` }, '')).status).toBe(403); // no token
+    expect((await post({ cookie: `user=admin; ${csrfCookie}` }, `_csrf=${token}x`)).status).toBe(
+      403,
+    );
+    expect(
+      (
+        await post(
+          { cookie: `user=admin; jobs_dashboard_csrf=${'a'.repeat(24)}` },
+          `_csrf=${token}`,
+        )
+      ).status,
+    ).toBe(403);
+    expect(
+      (
+        await post(
+          { cookie: `user=admin; ${csrfCookie}`, origin: 'https://evil.example' },
+          `_csrf=${token}`,
+        )
+      ).status,
+    ).toBe(403);
+    expect((await fetch(target, { method: 'GET', headers: { cookie: 'user=admin' } })).status).toBe(
+      404,
+    );
+    expect(await store.getJob(ids.hostile ?? '')).not.toBeNull();
+    // The same request with everything right does delete: the refusals above were the checks.
+    const ok = await post({ cookie: `user=admin; ${csrfCookie}`, origin }, `_csrf=${token}`);
+    expect(ok.status).toBe(303);
+    expect(await store.getJob(ids.hostile ?? '')).toBeNull();
+
+    const readOnly = createDashboard({ store, basePath: BASE, logger: silentLogger });
+    const page = await readOnly.fetch(new Request(`${origin}${BASE}/deadletter`));
+    expect(await page.text()).not.toContain('<form method="post"');
+    const refused = await readOnly.fetch(
+      new Request(`${origin}${BASE}/deadletter/bulk`, {
+        method: 'POST',
+        headers: form,
+        body: 'op=delete&type=bulk-dead',
+      }),
+    );
+    expect(refused.status).toBe(403);
+    expect(await store.countJobs?.({ type: 'bulk-dead' })).toBe(2);
+  });
+
+  it('mounts under a base path: Express-style baseUrl, a node prefix, and fetch', async (t) => {
+    if (!backend) return t.skip();
+    const response = await page.goto(`${origin}/express/jobs?type=page-me`);
+    expect(response?.status()).toBe(200);
+    const links = await page
+      .locator('header a, a[rel=next]')
+      .evaluateAll((as) => as.map((a) => a.getAttribute('href') ?? ''));
+    expect(links.length).toBeGreaterThan(5);
+    for (const link of links) expect(link.startsWith('/express/')).toBe(true);
+    await page.click('a[rel=next]');
+    expect(new URL(page.url()).pathname).toBe('/express/jobs');
+    expect(await page.locator('tbody tr').count()).toBe(50);
+    // Outside the base path the app's own routes answer.
+    expect((await fetch(`${origin}/elsewhere`)).status).toBe(404);
+    expect(await (await fetch(`${origin}/elsewhere`)).text()).toBe('app 404');
+
+    const fetchStyle = createDashboard({ store, basePath: '/hono/jobs/', logger: silentLogger });
+    const jobs = await fetchStyle.fetch(new Request('http://app.test/hono/jobs/jobs?state=timer'));
+    expect(jobs.status).toBe(200);
+    const body = await jobs.text();
+    expect(body).toContain('href="/hono/jobs/deadletter"');
+    const css = /href="(\/hono\/jobs\/assets\/[^"]+\.css)"/.exec(body)?.[1] ?? '';
+    expect(
+      (await fetchStyle.fetch(new Request(`http://app.test${css}`))).headers.get('content-type'),
+    ).toContain('text/css');
+  });
+
+  it('answers its own errors with a generic page, never a stack trace', async (t) => {
+    if (!backend) return t.skip();
+    const logged: unknown[] = [];
+    const failing = new Proxy(store, {
+      get(target, name, receiver) {
+        if (name === 'listSchedules') {
+          return async () => {
+            throw new Error('secret-marker: connection string postgres://user:pw@db');
+          };
+        }
+        const value = Reflect.get(target, name, receiver);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const dashboard = createDashboard({
+      store: failing,
+      logger: { ...silentLogger, error: (message, data) => logged.push({ message, data }) },
+    });
+    const response = await dashboard.fetch(new Request('http://app.test/schedules'));
+    expect(response.status).toBe(500);
+    const text = await response.text();
+    expect(text).toContain('Something went wrong');
+    expect(text).not.toContain('secret-marker');
+    expect(text).not.toMatch(/\bat .*\.ts:\d+/);
+    expect(logged).toHaveLength(1);
+  });
+}

@@ -1,0 +1,133 @@
+/** The dashboard on the reference store, and the parts that need no browser. */
+import {
+  JobEngine,
+  type JobFilter,
+  type ListJobsRequest,
+  MemoryJobStore,
+  silentLogger,
+} from '@jobs/core';
+import { describe, expect, it } from 'vitest';
+import { escapeHtml } from '../src/html.js';
+import { createDashboard } from '../src/index.js';
+import { readJobsPage, SlowReadCache, scanJobs } from '../src/reads.js';
+
+async function storeWithJobs(n: number): Promise<MemoryJobStore> {
+  const store = new MemoryJobStore();
+  const engine = new JobEngine({ store, logger: silentLogger });
+  await engine.enqueueMany(
+    Array.from({ length: n }, (_, i) => ({
+      type: i % 2 === 0 ? 'even' : 'odd',
+      payload: { i },
+      options: i === 5 ? { key: 'five' } : {},
+    })),
+  );
+  return store;
+}
+
+/** A store written before `afterId` and `key` existed: it ignores both. */
+function oldStore(store: MemoryJobStore): MemoryJobStore {
+  return new Proxy(store, {
+    get(target, name, receiver) {
+      if (name === 'listJobs') {
+        return ({ afterId: _a, key: _k, ...rest }: ListJobsRequest & JobFilter) =>
+          target.listJobs(rest);
+      }
+      const value = Reflect.get(target, name, receiver);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+describe('dashboard reads', () => {
+  it('escapeHtml escapes the five HTML characters', () => {
+    expect(escapeHtml(`<a href="x" title='y'>&</a>`)).toBe(
+      '&lt;a href=&quot;x&quot; title=&#39;y&#39;&gt;&amp;&lt;/a&gt;',
+    );
+  });
+
+  it('pages by keyset, and by offset on a store that ignores afterId', async () => {
+    const store = await storeWithJobs(120);
+    for (const s of [store, oldStore(store)]) {
+      const ids: string[] = [];
+      let position = { afterId: null as string | null, offset: 0 };
+      let keyset = true;
+      for (;;) {
+        const page = await readJobsPage(s, {}, position, 50);
+        keyset &&= page.keyset;
+        ids.push(...page.jobs.map((job) => job.id));
+        const last = page.jobs[page.jobs.length - 1];
+        if (!page.hasMore || !last) break;
+        position = { afterId: last.id, offset: position.offset + page.jobs.length };
+      }
+      expect(new Set(ids).size).toBe(120);
+      expect(keyset).toBe(s === store);
+    }
+  });
+
+  it('filters by key also on a store that ignores the key filter', async () => {
+    const store = await storeWithJobs(20);
+    for (const s of [store, oldStore(store)]) {
+      const { jobs } = await scanJobs(s, { key: 'five' }, 100);
+      expect(jobs.map((job) => (job.payload as { i: number }).i)).toEqual([5]);
+    }
+  });
+
+  it('countJobs stops at its cap', async () => {
+    const store = await storeWithJobs(30);
+    expect(await store.countJobs({}, 10)).toBe(10);
+    expect(await store.countJobs({ type: 'odd' })).toBe(15);
+  });
+
+  it('SlowReadCache shares one read between concurrent callers', async () => {
+    const cache = new SlowReadCache<number>();
+    let loads = 0;
+    const load = async (): Promise<number> => {
+      loads += 1;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      return loads;
+    };
+    const [a, b] = await Promise.all([cache.read(load), cache.read(load)]);
+    expect([a.data, b.data, loads]).toEqual([1, 1, 1]);
+    // Fast reads are not reused.
+    expect((await cache.read(load)).data).toBe(2);
+  });
+});
+
+describe('dashboard on MemoryJobStore', () => {
+  it('renders every page of a store without history', async () => {
+    const store = await storeWithJobs(5);
+    const dashboard = createDashboard({ store, logger: silentLogger });
+    for (const path of [
+      '/',
+      '/jobs',
+      '/jobs?state=async&type=odd',
+      '/jobs/1',
+      '/deadletter',
+      '/schedules',
+      '/history',
+    ]) {
+      const response = await dashboard.fetch(new Request(`http://app.test${path}`));
+      expect(response.status, path).toBe(200);
+      expect(response.headers.get('content-security-policy')).toContain("script-src 'self'");
+    }
+    expect((await dashboard.fetch(new Request('http://app.test/jobs/999'))).status).toBe(404);
+    const stats = (await (
+      await dashboard.fetch(new Request('http://app.test/api/stats'))
+    ).json()) as {
+      groups: { type: string; state: string; count: number }[];
+    };
+    expect(stats.groups.reduce((sum, g) => sum + g.count, 0)).toBe(5);
+    const jobs = await dashboard.fetch(new Request('http://app.test/api/jobs?type=odd'));
+    expect(jobs.headers.get('content-type')).toContain('application/json');
+    expect(await jobs.json()).toMatchObject({ total: 2, totalCapped: false, next: null });
+    expect(
+      await (await dashboard.fetch(new Request('http://app.test/api/jobs/1'))).json(),
+    ).toMatchObject({ id: '1', type: 'even' });
+    expect((await dashboard.fetch(new Request('http://app.test/api/jobs/999'))).status).toBe(404);
+    expect((await dashboard.fetch(new Request('http://app.test/api/nothing'))).status).toBe(404);
+    expect((await dashboard.fetch(new Request('http://app.test/nowhere'))).status).toBe(404);
+    expect(
+      (await dashboard.fetch(new Request('http://app.test/jobs', { method: 'PUT' }))).status,
+    ).toBe(405);
+  });
+});
