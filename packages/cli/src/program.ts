@@ -5,6 +5,8 @@
 import { Command, CommanderError } from 'commander';
 import packageJson from '../package.json' with { type: 'json' };
 import { App, type Io } from './app.js';
+import { registerCancel } from './commands/cancel.js';
+import { registerDashboard } from './commands/dashboard.js';
 import { registerHistory } from './commands/history.js';
 import { registerList } from './commands/list.js';
 import { registerMigrate } from './commands/migrate.js';
@@ -50,10 +52,12 @@ function createProgram(app: App): Command {
   registerList(program, app);
   registerShow(program, app);
   registerRetryDelete(program, app);
+  registerCancel(program, app);
   registerSuspend(program, app);
   registerSchedules(program, app);
   registerHistory(program, app);
   registerTail(program, app);
+  registerDashboard(program, app);
   return program;
 }
 

@@ -239,6 +239,45 @@ export function cliSuite(backend: Backend | null, name: string, full = false): v
       }
     });
 
+    it('cancel <id> removes a waiting job, flags a running one (show prints it with its progress), and says when a job already finished', async () => {
+      const [waiting, running] = await enqueue([{ type: 'email' }, { type: 'report' }]);
+      expect(await ok(['cancel', waiting!.id, ...db])).toBe(
+        `cancelled job ${waiting!.id} (email): removed from async\n`,
+      );
+      expect(await store.getJob(waiting!.id)).toBeNull();
+      const again = await jobs(['cancel', waiting!.id, ...db]);
+      expect(again.code).toBe(1);
+      expect(oneLine(again.stderr)).toMatch(
+        new RegExp(`job ${waiting!.id} already finished \\(cancelled\\): nothing to cancel`),
+      );
+
+      const [held] = await acquire('report', 'worker-7');
+      const ref = { id: held!.id, token: held!.lockToken as string };
+      await store.renewLeases('worker-7', 60_000, [
+        { ...ref, progressJson: JSON.stringify({ done: 2, total: 5 }) },
+      ]);
+      expect(await json(['cancel', running!.id, ...db])).toEqual({
+        id: running!.id,
+        type: 'report',
+        outcome: 'requested',
+      });
+      const text = await ok(['show', running!.id, ...db]);
+      expect(text).toMatch(/^\s+cancel requested\s+yes$/m);
+      expect(text).toContain('Progress:\n  {\n    "done": 2,\n    "total": 5\n  }');
+      expect(await json(['show', running!.id, ...db])).toMatchObject({
+        cancelRequested: true,
+        progress: { done: 2, total: 5 },
+      });
+      expect(await store.renewLeases('worker-7', 60_000, [ref])).toEqual({
+        lost: [],
+        cancelRequested: [running!.id],
+      });
+
+      const unknown = await jobs(['cancel', '99999999', ...db]);
+      expect(unknown.code).toBe(1);
+      expect(oneLine(unknown.stderr)).toMatch(/job 99999999 does not exist/);
+    });
+
     it('retry <id> revives a dead-letter job; a job not in deadletter or unknown fails with exit code 1', async () => {
       const [job] = await deadJobs('email', 1);
       expect(await ok(['retry', job!.id, ...db])).toBe(

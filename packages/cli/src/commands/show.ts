@@ -1,4 +1,7 @@
-/** `jobs show <id>`: every field of one job, its payload as indented JSON, its last error. */
+/**
+ * `jobs show <id>`: every field of one job (whether a cancel was requested), its payload and
+ * latest progress as indented JSON, its last error.
+ */
 import type { Job } from '@jobs/core';
 import type { Command } from 'commander';
 import type { App } from '../app.js';
@@ -59,6 +62,7 @@ export function renderJob(job: FoundJob, now: number): string {
     ['lock owner', job.lockOwner ?? '-'],
     ['lease expires', when(job.lockExpiresAt, now)],
   ];
+  if (!finished) fields.push(['cancel requested', job.cancelRequested ? 'yes' : 'no']);
   if (finished) {
     fields.push(
       ['finished', when(finished.finishedAt, now)],
@@ -71,6 +75,9 @@ export function renderJob(job: FoundJob, now: number): string {
     ...fields.map(([name, value]) => `  ${name.padEnd(width)}  ${value}`),
   ];
   out.push('', 'Payload:', indent(JSON.stringify(job.payload, null, 2) ?? 'null'));
+  if (job.progress !== undefined && job.progress !== null) {
+    out.push('', 'Progress:', indent(JSON.stringify(job.progress, null, 2)));
+  }
   if (finished) out.push('', 'Result:', indent(JSON.stringify(finished.result, null, 2) ?? 'null'));
   if (job.lastError) {
     out.push('', 'Last error:', indent(job.lastError.message));
