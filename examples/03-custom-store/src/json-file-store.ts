@@ -112,7 +112,8 @@ export class JsonFileJobStore implements JobStore {
 
   /**
    * Leases due jobs in acquisition order. Never hands out a running row, and lets an exclusive
-   * job go only if it heads its scope and no exclusive job of the scope holds a live lease.
+   * job go only if it heads its scope and no exclusive job of the scope is running — also one
+   * whose lease lapsed: its owner may still be at work until recovery requeues (and fences) it.
    */
   async acquire(request: AcquireRequest): Promise<Job[]> {
     return this.write('acquire', (t) => {
@@ -126,8 +127,9 @@ export class JsonFileJobStore implements JobStore {
       }
       const busyScopes = new Set<string>();
       for (const row of t.jobs.values()) {
-        const live = row.state === 'running' && (row.lock_expires_at ?? 0) > now;
-        if (live && row.exclusive && row.scope !== null) busyScopes.add(row.scope);
+        if (row.state === 'running' && row.exclusive && row.scope !== null) {
+          busyScopes.add(row.scope);
+        }
       }
       const token = randomUUID(); // one fresh token per call: (id, token) is unique per lease
       const taken: Job[] = [];

@@ -57,11 +57,11 @@ describe('a packed install outside the repository', () => {
   it('type-checks in strict mode with skipLibCheck off, and runs, as ESM and as CommonJS', async () => {
     // tsc on both projects; a type error anywhere, our .d.ts files included, fails here.
     await pnpm(dir, ['run', 'build']);
-    expect(await node(dir, ['dist/every-package.js'])).toContain(
-      'every package (esm): 7 stores loaded',
-    );
+    const esm = await node(dir, ['dist/every-package.js']);
+    expect(esm).toContain('every package (esm): 7 stores loaded');
+    expect(esm).toContain('dashboard overview 200');
     expect(await node(dir, ['dist/every-package.cjs'])).toContain(
-      'every package (cjs): 6 entry points loaded',
+      'every package (cjs): 7 entry points loaded',
     );
     expect(await node(dir, ['dist/app.js', join(root, 'esm.db'), 'esm'])).toContain(
       'esm: hello, esm; health ok: true',

@@ -110,6 +110,20 @@ const templates: Record<string, Template> = {
       );
     },
   },
+  '07-flow-control': {
+    async start(dir) {
+      const stdout = await start(dir, { JOBS_DB: 'templates-test.db' });
+      expect(stdout).toMatch(/operator: job 1 is at page \d+ of 40/);
+      expect(stdout).toContain('cancel → requested');
+      expect(stdout).toMatch(/finished with outcome cancelled, stopped at page \d+ of 40/);
+      expect(stdout).toContain('cancel again → finished');
+      expect(stdout).toContain("the handler's signal aborted with a CancelledError");
+      const jobs = async (...args: string[]) =>
+        (await pnpm(dir, ['exec', 'jobs', ...args, '--db', 'templates-test.db'], outsideEnv()))
+          .stdout;
+      expect(await jobs('history', '--outcome', 'cancelled')).toMatch(/render-report\s+cancelled/);
+    },
+  },
 };
 
 const examples = numberedExamples();

@@ -4,13 +4,14 @@
  */
 import core = require('@jobs/core');
 import sql = require('@jobs/core/sql');
+import dashboard = require('@jobs/dashboard');
 import mysql = require('@jobs/mysql');
 import postgres = require('@jobs/postgres');
 import sqlite = require('@jobs/sqlite');
 import typeorm = require('@jobs/typeorm');
 
 async function main(): Promise<void> {
-  const entryPoints = { core, sql, mysql, postgres, sqlite, typeorm };
+  const entryPoints = { core, sql, dashboard, mysql, postgres, sqlite, typeorm };
   for (const [name, exports] of Object.entries(entryPoints)) {
     if (Object.keys(exports).length === 0) throw new Error(`@jobs/${name} exports nothing`);
   }
@@ -18,6 +19,11 @@ async function main(): Promise<void> {
   const engine = new core.JobEngine({ store, logger: core.silentLogger });
   await engine.start();
   const { ok } = await engine.health();
+  await store.migrate();
+  const page = await dashboard
+    .createDashboard({ store, logger: core.silentLogger })
+    .fetch(new Request('http://app.test/jobs'));
+  if (page.status !== 200) throw new Error(`the dashboard answered ${page.status}`);
   await engine.stop();
   await store.close();
   const closed = await store.now().catch((error: unknown) => error);

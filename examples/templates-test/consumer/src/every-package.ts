@@ -13,6 +13,7 @@ import {
   silentLogger,
 } from '@jobs/core';
 import { SqlJobStore, sqliteDialect } from '@jobs/core/sql';
+import { createDashboard, type Dashboard, type DashboardOptions } from '@jobs/dashboard';
 import { MysqlJobStore, type MysqlJobStoreOptions } from '@jobs/mysql';
 import { PostgresJobStore, type PostgresJobStoreOptions } from '@jobs/postgres';
 import { SqliteJobStore } from '@jobs/sqlite';
@@ -37,8 +38,12 @@ const stores: Record<string, new (...args: never[]) => JobStore> = {
   TypeormJobStore,
   FlakyJobStore,
 };
-if (typeof runJobStoreConformance !== 'function' || typeof sqliteDialect !== 'function') {
-  throw new Error('@jobs/conformance or @jobs/core/sql did not load');
+if (
+  typeof runJobStoreConformance !== 'function' ||
+  typeof sqliteDialect !== 'function' ||
+  typeof createDashboard !== 'function'
+) {
+  throw new Error('@jobs/conformance, @jobs/core/sql or @jobs/dashboard did not load');
 }
 for (const [name, store] of Object.entries(stores)) {
   if (typeof store !== 'function') throw new Error(`${name} did not load`);
@@ -50,12 +55,27 @@ const sqlite = new SqliteJobStore({ filename: ':memory:' });
 const engine = new JobEngine({ store: sqlite, logger: silentLogger });
 await engine.start();
 const health: EngineHealth = await engine.health();
+// The dashboard over that store, as an app mounts it (fetch-style here: no server needed).
+await sqlite.migrate();
+const dashboardOptions: DashboardOptions = {
+  store: sqlite,
+  basePath: '/jobs',
+  authorize: () => false,
+  logger: silentLogger,
+  countLimit: 1_000,
+};
+const dashboard: Dashboard = createDashboard(dashboardOptions);
+const overview = await dashboard.fetch(new Request('http://app.test/jobs/'));
+const overviewHtml = await overview.text();
 await engine.stop();
 await sqlite.close();
+if (overview.status !== 200 || !overviewHtml.includes('<h1>Overview</h1>')) {
+  throw new Error(`the dashboard answered ${overview.status}`);
+}
 const closed = await sqlite.now().catch((error: unknown) => error);
 if (!(sqlite instanceof SqlJobStore) || !(closed instanceof StoreError) || !health.ok) {
   throw new Error('a class of @jobs/core exists twice, or the engine was not healthy');
 }
 console.log(
-  `every package (esm): ${Object.keys(stores).length} stores loaded; ${postgres.connectionString}, ${mysql.uri} and ${typeorm.dataSource.options.type} options typed`,
+  `every package (esm): ${Object.keys(stores).length} stores loaded; ${postgres.connectionString}, ${mysql.uri} and ${typeorm.dataSource.options.type} options typed; dashboard overview ${overview.status}`,
 );
