@@ -47,6 +47,9 @@ export function packageTestProject(test: UserWorkspaceConfig['test'] = {}): User
       include: ['test/**/*.test.ts'],
       testTimeout: 60_000,
       hookTimeout: 60_000,
+      // Two test files at once: they mostly wait on databases, child processes and timers, and
+      // on two cores vitest would otherwise run one file at a time.
+      maxWorkers: 2,
       ...test,
     },
   });
