@@ -81,6 +81,8 @@ export function toHistoryRecord(
     lockExpiresAt: null,
     lockToken: null,
     suspendedFrom: null,
+    // A finished job has no live request left (as the SQL stores' history reads it).
+    cancelRequested: false,
   };
 }
 
