@@ -1,5 +1,10 @@
 /** Plain-text output: aligned tables, short durations, times relative to the store's now. */
 
+// Durations, relative times and scope limits read as on the dashboard: one formatter for both.
+import { type ScopeLimited, scopeLimitOf, scopeLimitText } from '@jobs/dashboard/text';
+
+export { duration, relativeText as relative } from '@jobs/dashboard/text';
+
 /** Columns whose cells are right-aligned (counts). */
 export interface TableOptions {
   right?: readonly number[];
@@ -32,30 +37,22 @@ export function cell(value: string | number | null | undefined, max = 40): strin
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
-const UNITS: readonly (readonly [string, number])[] = [
-  ['d', 86_400_000],
-  ['h', 3_600_000],
-  ['m', 60_000],
-  ['s', 1000],
-];
-
-/** `1h 5m`, `3m 12s`, `45s`, `850ms`: the largest unit and the next one. */
-export function duration(ms: number): string {
-  const abs = Math.abs(Math.round(ms));
-  const i = UNITS.findIndex(([, size]) => abs >= size);
-  const first = UNITS[i];
-  if (!first) return `${abs}ms`;
-  const n = Math.floor(abs / first[1]);
-  const next = UNITS[i + 1];
-  const m = next ? Math.floor((abs - n * first[1]) / next[1]) : 0;
-  return next && m > 0 ? `${n}${first[0]} ${m}${next[0]}` : `${n}${first[0]}`;
+/**
+ * A job's scope with its limit: `acct-1 (limit 2)`, `acct-1 (exclusive)`, `acct-1` without a
+ * limit, `-` without a scope. The name is clipped to `max` characters; the limit never is.
+ */
+export function scopeCell(
+  job: ScopeLimited & { scope: string | null },
+  max = Number.POSITIVE_INFINITY,
+): string {
+  if (job.scope === null) return '-';
+  const limit = scopeLimitText(job);
+  return limit === null ? cell(job.scope, max) : `${cell(job.scope, max)} (${limit})`;
 }
 
-/** `in 5m 3s`, `3m 12s ago` or `now` (within a second), relative to `now`. */
-export function relative(date: Date, now: number): string {
-  const delta = date.getTime() - now;
-  if (Math.abs(delta) < 1000) return 'now';
-  return delta > 0 ? `in ${duration(delta)}` : `${duration(delta)} ago`;
+/** A job for `--json`: `scopeLimit` always set, 1 when exclusive, null without a limit. */
+export function withScopeLimit<T extends ScopeLimited>(job: T): T & { scopeLimit: number | null } {
+  return { ...job, scopeLimit: scopeLimitOf(job) };
 }
 
 /** `2025-03-01 14:05:09Z`: UTC, to the second. */

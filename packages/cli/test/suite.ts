@@ -239,6 +239,47 @@ export function cliSuite(backend: Backend | null, name: string, full = false): v
       }
     });
 
+    it('show and list print a scope with its limit: limit N, exclusive for 1, nothing without', async () => {
+      const [limited, exclusive, unlimited] = await enqueue([
+        { type: 'sync', scope: 'customer-42', scopeLimit: 2 },
+        { type: 'sync', scope: 'customer-42', exclusive: true, scopeLimit: 1 },
+        { type: 'sync', scope: 'customer-7' },
+      ]);
+      const scopeLine = async (id: string): Promise<string | undefined> =>
+        (await ok(['show', id, ...db])).match(/^\s+scope\s+(.*)$/m)?.[1];
+      expect(await scopeLine(limited!.id)).toBe('customer-42 (limit 2)');
+      expect(await scopeLine(exclusive!.id)).toBe('customer-42 (exclusive)');
+      expect(await scopeLine(unlimited!.id)).toBe('customer-7');
+      expect(await json(['show', limited!.id, ...db])).toMatchObject({
+        scope: 'customer-42',
+        exclusive: false,
+        scopeLimit: 2,
+      });
+      expect(await json(['show', exclusive!.id, ...db])).toMatchObject({
+        exclusive: true,
+        scopeLimit: 1,
+      });
+      expect(await json(['show', unlimited!.id, ...db])).toMatchObject({
+        exclusive: false,
+        scopeLimit: null,
+      });
+
+      const listed = await json<Job[]>(['list', ...db, '--type', 'sync']);
+      expect(listed.map((job) => [job.id, job.scopeLimit])).toEqual([
+        [limited!.id, 2],
+        [exclusive!.id, 1],
+        [unlimited!.id, null],
+      ]);
+      const text = await ok(['list', ...db, '--type', 'sync']);
+      expect(text).toMatch(
+        new RegExp(`^\\s*${limited!.id}\\s.*\\scustomer-42 \\(limit 2\\)\\s+-$`, 'm'),
+      );
+      expect(text).toMatch(
+        new RegExp(`^\\s*${exclusive!.id}\\s.*\\scustomer-42 \\(exclusive\\)\\s+-$`, 'm'),
+      );
+      expect(text).toMatch(new RegExp(`^\\s*${unlimited!.id}\\s.*\\scustomer-7\\s+-$`, 'm'));
+    });
+
     it('cancel <id> removes a waiting job, flags a running one (show prints it with its progress), and says when a job already finished', async () => {
       const [waiting, running] = await enqueue([{ type: 'email' }, { type: 'report' }]);
       expect(await ok(['cancel', waiting!.id, ...db])).toBe(

@@ -1,34 +1,6 @@
-/** How values read on a page: relative times (absolute in a title), durations, counts. */
+/** How values read on a page: relative times (absolute in a title), counts, JSON (durations: text.ts). */
 import { html, type SafeHtml } from './html.js';
-
-const UNITS: [string, number][] = [
-  ['d', 86_400_000],
-  ['h', 3_600_000],
-  ['m', 60_000],
-  ['s', 1_000],
-];
-
-/** `1h 5m`, `12s`, `340ms`: the two largest units. */
-export function duration(ms: number): string {
-  const abs = Math.abs(ms);
-  if (abs < 1_000) return `${Math.round(abs)}ms`;
-  const parts: string[] = [];
-  let rest = abs;
-  for (const [unit, size] of UNITS) {
-    if (rest >= size && parts.length < 2) {
-      parts.push(`${Math.floor(rest / size)}${unit}`);
-      rest %= size;
-    } else if (parts.length > 0) break;
-  }
-  return parts.join(' ');
-}
-
-/** `in 5m` / `3h 2m ago` / `now`, relative to `now`. */
-export function relativeText(at: Date, now: number): string {
-  const delta = at.getTime() - now;
-  if (Math.abs(delta) < 1_000) return 'now';
-  return delta > 0 ? `in ${duration(delta)}` : `${duration(delta)} ago`;
-}
+import { relativeText } from './text.js';
 
 /** ISO-8601 in UTC, to the second. */
 export function utc(at: Date): string {

@@ -239,6 +239,57 @@ export function dashboardSuite(open: () => Promise<Backend | null>): void {
     expect(errors).toEqual([]);
   });
 
+  it('shows a scope with its limit on the job page and in the jobs list', async (t) => {
+    if (!backend) return t.skip();
+    // Due tomorrow and of a type no handler runs: they wait while the test reads them.
+    const later = { runAt: new Date(Date.now() + 86_400_000) };
+    const made = {
+      limited: await engine.enqueue(
+        'scoped',
+        {},
+        { ...later, scope: 'customer-42', scopeLimit: 2 },
+      ),
+      exclusive: await engine.enqueue(
+        'scoped',
+        {},
+        { ...later, scope: 'customer-42', exclusive: true },
+      ),
+      unlimited: await engine.enqueue('scoped', {}, { ...later, scope: 'customer-7' }),
+    };
+    try {
+      const scopeOnPage = async (id: string): Promise<string | null> => {
+        await visit(`/jobs/${id}`);
+        return page.locator('dt:text-is("Scope") + dd').textContent();
+      };
+      expect(await scopeOnPage(made.limited.id)).toBe('customer-42 (limit 2)');
+      expect(await page.locator('.scope-limit').getAttribute('title')).toBe(
+        'at most 2 jobs of this scope run at once',
+      );
+      await shot('job-scope-limit');
+      expect(await scopeOnPage(made.exclusive.id)).toBe('customer-42 (exclusive)');
+      expect(await page.locator('.scope-limit').getAttribute('title')).toBe(
+        'one job of this scope runs at a time',
+      );
+      expect(await scopeOnPage(made.unlimited.id)).toBe('customer-7');
+      expect(await page.locator('.scope-limit').count()).toBe(0);
+
+      await visit('/jobs?type=scoped');
+      const rows = await page
+        .locator('tbody tr')
+        .evaluateAll((trs) =>
+          trs.map((tr) => [tr.children[0]?.textContent?.trim(), tr.children[4]?.textContent]),
+        );
+      expect(Object.fromEntries(rows)).toEqual({
+        [made.limited.id]: 'customer-42 (limit 2)',
+        [made.exclusive.id]: 'customer-42 (exclusive)',
+        [made.unlimited.id]: 'customer-7',
+      });
+      expect(errors).toEqual([]);
+    } finally {
+      for (const job of Object.values(made)) await store.deleteJob(job.id);
+    }
+  });
+
   it('says when the overview is approximate: the newest jobs counted up to the limit', async (t) => {
     if (!backend) return t.skip();
     // The default limit (20,000) counts every job here: nothing approximate.

@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { escapeHtml } from '../src/html.js';
 import { createDashboard } from '../src/index.js';
 import { readJobsPage, SlowReadCache, scanJobs } from '../src/reads.js';
+import { duration, relativeText, scopeLimitOf, scopeLimitText } from '../src/text.js';
 
 async function storeWithJobs(n: number): Promise<MemoryJobStore> {
   const store = new MemoryJobStore();
@@ -129,5 +130,31 @@ describe('dashboard on MemoryJobStore', () => {
     expect(
       (await dashboard.fetch(new Request('http://app.test/jobs', { method: 'PUT' }))).status,
     ).toBe(405);
+  });
+});
+
+describe('@jobs/dashboard/text', () => {
+  it('duration gives the largest unit and the next when it is not 0', () => {
+    expect(
+      [850, 45_000, 192_000, 3_725_000, 3_605_000, 90_000_000, -192_000].map(duration),
+    ).toEqual(['850ms', '45s', '3m 12s', '1h 2m', '1h', '1d 1h', '3m 12s']);
+  });
+
+  it('relativeText says in, ago, or now within a second', () => {
+    const now = Date.UTC(2026, 10, 24);
+    expect(relativeText(new Date(now + 303_000), now)).toBe('in 5m 3s');
+    expect(relativeText(new Date(now - 192_000), now)).toBe('3m 12s ago');
+    expect(relativeText(new Date(now + 999), now)).toBe('now');
+  });
+
+  it('scopeLimitText reads exclusive for a limit of 1, limit N above, null without', () => {
+    const jobs = [
+      { exclusive: false, scopeLimit: 2 },
+      { exclusive: true, scopeLimit: 1 },
+      { exclusive: true }, // a store written before scope limits
+      { exclusive: false, scopeLimit: null },
+    ];
+    expect(jobs.map(scopeLimitText)).toEqual(['limit 2', 'exclusive', 'exclusive', null]);
+    expect(jobs.map(scopeLimitOf)).toEqual([2, 1, 1, null]);
   });
 });

@@ -2,7 +2,7 @@
 import type { Job } from '@jobs/core';
 import type { Command } from 'commander';
 import { type App, type FilterOptions, integer, toFilter, withFilterOptions } from '../app.js';
-import { cell, plural, relative, table } from '../format.js';
+import { cell, plural, relative, scopeCell, table, withScopeLimit } from '../format.js';
 
 interface ListOptions extends FilterOptions {
   limit: number;
@@ -22,7 +22,7 @@ export function renderJobs(jobs: readonly Job[], now: number): string {
       relative(job.dueAt, now),
       String(job.attempts),
       String(job.retriesLeft),
-      cell(job.scope, 20),
+      scopeCell(job, 20),
       cell(job.lastError?.message, 50),
     ]),
     { right: [0, 5, 6] },
@@ -49,7 +49,7 @@ export function registerList(program: Command, app: App): void {
           offset: options.offset,
         });
         if (options.json) {
-          app.printJson(jobs);
+          app.printJson(jobs.map(withScopeLimit));
           return;
         }
         if (jobs.length === 0) {

@@ -1,12 +1,12 @@
 /**
- * `jobs show <id>`: every field of one job (whether a cancel was requested), its payload and
- * latest progress as indented JSON, its last error.
+ * `jobs show <id>`: every field of one job (its scope with its limit, whether a cancel was
+ * requested), its payload and latest progress as indented JSON, its last error.
  */
 import type { Job } from '@jobs/core';
 import type { Command } from 'commander';
 import type { App } from '../app.js';
 import { CliError } from '../errors.js';
-import { duration, relative, utc } from '../format.js';
+import { duration, relative, scopeCell, utc, withScopeLimit } from '../format.js';
 
 /**
  * A finished job as history keeps it: `admin.getJob` returns one for a job that left the table
@@ -51,8 +51,7 @@ export function renderJob(job: FoundJob, now: number): string {
     ['attempts', String(job.attempts)],
     ['retries left', String(job.retriesLeft)],
     ['retry policy', job.retryPolicy ? JSON.stringify(job.retryPolicy) : "the engine's"],
-    ['scope', job.scope ?? '-'],
-    ['exclusive', job.exclusive ? 'yes' : 'no'],
+    ['scope', scopeCell(job)],
     ['key', job.key ?? '-'],
     ['tenant', job.tenantId ?? '-'],
     ['schedule', job.schedule ?? '-'],
@@ -101,7 +100,7 @@ export function registerShow(program: Command, app: App): void {
         if (!job) {
           throw new CliError(`job ${id} does not exist (nor in history, where the store keeps it)`);
         }
-        if (options.json) app.printJson(job);
+        if (options.json) app.printJson(withScopeLimit(job));
         else app.print(renderJob(job, (await store.now()).getTime()));
       });
     });

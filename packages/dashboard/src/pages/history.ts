@@ -1,10 +1,11 @@
 /** History: finished jobs, newest first, with outcome, duration and result; keyset-paged. */
 import { HISTORY_OUTCOMES, type HistoryOutcome, type JobHistoryRecord } from '@jobs/core';
 import { type Ctx, href } from '../context.js';
-import { clip, count, duration, shortName, timeCell } from '../format.js';
+import { clip, count, shortName, timeCell } from '../format.js';
 import { html, type SafeHtml } from '../html.js';
 import { badge, page } from '../layout.js';
 import { PAGE_SIZE } from '../reads.js';
+import { duration } from '../text.js';
 
 /** `<finishedAt ms>.<id>` → keyset position. */
 function readCursor(text: string | null): { finishedAt: Date; id: string } | null {

@@ -4,10 +4,11 @@
  */
 import type { JobHistoryRecord } from '@jobs/core';
 import { actionForm, type Ctx, href } from '../context.js';
-import { clip, duration, prettyJson, timeCell, utc } from '../format.js';
+import { clip, prettyJson, timeCell, utc } from '../format.js';
 import { html, type SafeHtml } from '../html.js';
 import { badge, page } from '../layout.js';
 import { cancelOf, type ShownJob } from '../reads.js';
+import { duration, scopeLimitOf, scopeLimitText } from '../text.js';
 
 type Found = ShownJob | (JobHistoryRecord & { progress?: unknown; cancelRequested?: boolean });
 
@@ -86,6 +87,17 @@ function progressCell(progress: unknown): SafeHtml {
   return html`<code>${prettyJson(progress)}</code>`;
 }
 
+/** ` (limit 2)` / ` (exclusive)` after a scope, saying in its title what the limit means. */
+function scopeNote(job: Found): SafeHtml | string {
+  const limit = scopeLimitOf(job);
+  if (limit === null) return '';
+  const means =
+    limit === 1
+      ? 'one job of this scope runs at a time'
+      : `at most ${limit} jobs of this scope run at once`;
+  return html` <span class="scope-limit" title="${means}">(${scopeLimitText(job)})</span>`;
+}
+
 function actions(ctx: Ctx, job: ShownJob): SafeHtml {
   if (!ctx.canAct)
     return html`<p class="muted small">Read-only: actions need <code>authorize</code> (CLI: <code>--allow-actions</code>).</p>`;
@@ -113,7 +125,7 @@ export async function jobPage(ctx: Ctx, id: string): Promise<SafeHtml | null> {
 ${live ? actions(ctx, live) : html`<p class="muted">Finished: this is its history record.</p>`}
 <div class="grid cols-2"><div class="card"><h2>Details</h2><dl class="kv">
 ${kv('Type', html`<a href="${href(ctx, '/jobs', { type: job.type })}">${job.type}</a>`)}
-${kv('Queue', job.queue)}${kv('Priority', job.priority)}${kv('Scope', job.scope === null ? null : html`<span class="mono">${job.scope}</span>${job.exclusive ? ' (exclusive)' : ''}`)}
+${kv('Queue', job.queue)}${kv('Priority', job.priority)}${kv('Scope', job.scope === null ? null : html`<span class="mono">${job.scope}</span>${scopeNote(job)}`)}
 ${kv('Key', job.key === null ? null : html`<span class="mono">${job.key}</span>`)}${kv('Tenant', job.tenantId)}
 ${kv('Attempts', job.attempts)}${kv('Retries left', job.retriesLeft)}
 ${kv('Due', html`${timeCell(job.dueAt, ctx.now)} <span class="muted small">${utc(job.dueAt)}</span>`)}

@@ -16,6 +16,7 @@ import {
   readJobsPage,
   type ShownJob,
 } from '../reads.js';
+import { scopeLimitText } from '../text.js';
 
 /** Filter fields: query parameter → `JobFilter` field. */
 const TEXT_FILTERS = [
@@ -49,9 +50,10 @@ export function filterOf(query: URLSearchParams): {
 
 export function jobRow(ctx: Ctx, job: ShownJob): SafeHtml {
   const error = job.lastError?.message;
+  const limit = job.scope === null ? null : scopeLimitText(job);
   return html`<tr><td class="mono id"><a href="${href(ctx, `/jobs/${encodeURIComponent(job.id)}`)}">${job.id}</a></td>
 <td class="wrap">${shortName(job.type)}</td><td>${badge(job.state)}${job.cancelRequested ? html` ${badge('bad', 'cancel requested')}` : ''}</td><td class="wrap">${shortName(job.queue, 40)}</td>
-<td class="mono small">${shortName(job.scope ?? '')}${job.tenantId ? html`<div class="muted">tenant ${shortName(job.tenantId, 40)}</div>` : ''}</td>
+<td class="mono small">${shortName(job.scope ?? '')}${limit ? html` <span class="muted">(${limit})</span>` : ''}${job.tenantId ? html`<div class="muted">tenant ${shortName(job.tenantId, 40)}</div>` : ''}</td>
 <td class="num">${job.attempts}</td><td>${timeCell(job.dueAt, ctx.now)}</td><td>${timeCell(job.createdAt, ctx.now)}</td>
 <td class="small">${error ? html`<span class="err" title="${clip(error, 500)}">${clip(error, 80)}</span>` : ''}${job.lockOwner ? html`<div class="muted mono">${job.lockOwner}</div>` : ''}</td></tr>`;
 }

@@ -5,10 +5,11 @@
 import { JOB_STATES, type JobState } from '@jobs/core';
 import { addEvent, barChart, emptySeries } from '../chart.js';
 import { type Ctx, type GroupedCounts, href } from '../context.js';
-import { count, duration, shortName, timeCell } from '../format.js';
+import { count, shortName, timeCell } from '../format.js';
 import { html, type SafeHtml } from '../html.js';
 import { badge, page } from '../layout.js';
 import { estimatedJobs, recentHistory, scanJobs } from '../reads.js';
+import { duration } from '../text.js';
 
 /** History records read for the chart at most (a busy hour is sampled, and says so). */
 const CHART_CAP = 5_000;

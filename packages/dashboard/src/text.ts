@@ -1,0 +1,56 @@
+/**
+ * Plain text both operator tools print the same way: durations, times relative to the store's
+ * clock, a job's scope limit. The dashboard renders with it and `@jobs/cli` imports it from the
+ * `@jobs/dashboard/text` entry, which loads nothing else of the dashboard.
+ *
+ * @example
+ * import { duration, relativeText, scopeLimitText } from '@jobs/dashboard/text';
+ * duration(3_725_000); // '1h 2m'
+ * relativeText(job.dueAt, (await store.now()).getTime()); // 'in 5m 3s', '3m 12s ago' or 'now'
+ * scopeLimitText({ exclusive: false, scopeLimit: 2 }); // 'limit 2'
+ */
+
+const UNITS: readonly (readonly [string, number])[] = [
+  ['d', 86_400_000],
+  ['h', 3_600_000],
+  ['m', 60_000],
+  ['s', 1_000],
+];
+
+/** `1h 5m`, `3m 12s`, `45s`, `850ms`: the largest unit and the next one when it is not 0. */
+export function duration(ms: number): string {
+  const abs = Math.abs(Math.round(ms));
+  const i = UNITS.findIndex(([, size]) => abs >= size);
+  const first = UNITS[i];
+  if (!first) return `${abs}ms`;
+  const n = Math.floor(abs / first[1]);
+  const next = UNITS[i + 1];
+  const m = next ? Math.floor((abs - n * first[1]) / next[1]) : 0;
+  return next && m > 0 ? `${n}${first[0]} ${m}${next[0]}` : `${n}${first[0]}`;
+}
+
+/** `in 5m 3s`, `3m 12s ago` or `now` (within a second), relative to `now` (ms since the epoch). */
+export function relativeText(at: Date, now: number): string {
+  const delta = at.getTime() - now;
+  if (Math.abs(delta) < 1_000) return 'now';
+  return delta > 0 ? `in ${duration(delta)}` : `${duration(delta)} ago`;
+}
+
+/** What a job says about its scope limit; `Job` of `@jobs/core` fits. */
+export interface ScopeLimited {
+  exclusive: boolean;
+  /** Absent on stores written before scope limits: `exclusive` then means 1. */
+  scopeLimit?: number | null;
+}
+
+/** How many limited jobs of its scope may run at once: 1 when exclusive, null for no limit. */
+export function scopeLimitOf(job: ScopeLimited): number | null {
+  return job.scopeLimit ?? (job.exclusive ? 1 : null);
+}
+
+/** `exclusive` (a limit of 1), `limit 3`, or null for a job without a scope limit. */
+export function scopeLimitText(job: ScopeLimited): string | null {
+  const limit = scopeLimitOf(job);
+  if (limit === null) return null;
+  return limit === 1 ? 'exclusive' : `limit ${limit}`;
+}
