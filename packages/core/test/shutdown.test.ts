@@ -31,6 +31,29 @@ describe('stop()', () => {
     expect(await store.getJob(job.id)).toBeNull();
   });
 
+  it('a handler that reads ctx.signal only after stop() aborted it gets an aborted signal with the reason', async () => {
+    const store = new MemoryJobStore();
+    let started = false;
+    let seen: { aborted: boolean; reason: unknown } | null = null;
+    const e = engine({
+      store,
+      handlers: {
+        late: async (_job, ctx) => {
+          started = true;
+          // The signal is made lazily: the abort comes before this first read.
+          await sleep(150);
+          seen = { aborted: ctx.signal.aborted, reason: ctx.signal.reason };
+        },
+      },
+    });
+    await e.start();
+    await e.enqueue('late', {});
+    await waitFor(() => started, 'the handler started');
+    await e.stop({ timeoutMs: 30 });
+    await waitFor(() => seen !== null, 'the handler read its signal');
+    expect(seen).toMatchObject({ aborted: true, reason: { code: 'STOPPED' } });
+  });
+
   it('never releases a job whose handler ignores its signal: the lease is renewed until it returns', async () => {
     const store = new MemoryJobStore();
     let finish = (): void => {};

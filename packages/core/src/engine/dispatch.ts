@@ -9,7 +9,7 @@ import { decideRetry } from '../retry.js';
 import type { Job } from '../store.js';
 import { canCancel, reportProgress } from './cancellation.js';
 import type { EngineContext } from './context.js';
-import type { HeldJob } from './held-jobs.js';
+import { type HeldJob, JobAbort } from './held-jobs.js';
 import { callThrough } from './hooks.js';
 import type { ResolvedHandler } from './options.js';
 import type { PendingFailure, Settlement } from './settlement.js';
@@ -64,12 +64,15 @@ export class Dispatcher {
     const { handlers, logger } = this.ctx.options;
     const resolved = handlers.get(job.type) as ResolvedHandler;
     this.ctx.jobs.executing += 1;
-    held.controller = new AbortController();
+    const abort = new JobAbort();
+    held.controller = abort;
     held.startedAt = Date.now();
     if (firedFromTimer(job)) this.ctx.emit('timer-fired', { job });
     this.ctx.emit('started', { job });
     const ctx: JobContext = {
-      signal: held.controller.signal,
+      get signal() {
+        return abort.signal;
+      },
       attempt: job.attempts,
       occurrence: job.occurrence,
       shard: job.shard,

@@ -59,7 +59,7 @@ export class Shutdown {
     let orphans = 0;
     if (jobs.executing > 0 && !(await this.waitForIdle(handlersDeadline - Date.now()))) {
       for (const held of jobs.values()) {
-        if (held.controller && !held.controller.signal.aborted) {
+        if (held.controller && !held.controller.aborted) {
           held.shutdownAborted = true;
           held.controller.abort(
             new JobsError(
