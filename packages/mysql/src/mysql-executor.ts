@@ -83,14 +83,6 @@ export class MysqlExecutor extends NetworkExecutor<PoolConnection> {
     this.open = ownsPool ? trackConnections(pool) : null;
   }
 
-  /** `SELECT VERSION()` on a pooled connection, with the deadlines (the store's server check). */
-  readServerVersion(): Promise<string> {
-    return this.session('main', this.timeouts.queryTimeoutMs, async (session) => {
-      const { rows } = await session.send({ sql: 'SELECT VERSION() AS version', params: [] });
-      return String(rows[0]?.version ?? '');
-    });
-  }
-
   /** Ends the heartbeat pool, and the main pool when the store owns it. */
   async close(): Promise<void> {
     await Promise.all([

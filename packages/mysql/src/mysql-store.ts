@@ -2,18 +2,17 @@ import { assertIdentifier, assertPositiveInteger, JobsError, StoreError } from '
 import {
   checkStoreOptions,
   driverErrno,
-  LockRetries,
   type LockRetryEvent,
   type LockRetryStats,
   MysqlServerCheck,
   mysqlDialect,
+  mysqlLockRetries,
   NETWORK_TIMEOUT_OPTIONS,
   type NetworkTimeoutOptions,
   NotifyingSqlJobStore,
-  readWakeSignal,
   resolveConnectionTimeouts,
   type ServerVersion,
-  WakeSignalWatcher,
+  type WakeSignalWatcher,
 } from '@jobs/core/sql';
 import type { Pool, PoolOptions } from 'mysql2/promise';
 import mysql from 'mysql2/promise';
@@ -88,10 +87,7 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
    * key every `notifyIntervalMs` while anyone listens (MySQL has no LISTEN/NOTIFY).
    */
   protected readonly notifier: WakeSignalWatcher;
-  private readonly retries = new LockRetries((error) => {
-    const errno = driverErrno(error) ?? 0;
-    return { errno, reason: errno === 1213 ? 'deadlock' : 'lock-wait-timeout' };
-  });
+  private readonly retries = mysqlLockRetries();
   private readonly server: MysqlServerCheck;
 
   constructor(options: MysqlJobStoreOptions) {
@@ -151,18 +147,8 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
         multiProcess: true,
       },
     });
-    const signal = dialect.wakeSignal as NonNullable<typeof dialect.wakeSignal>;
-    const notifyIntervalMs = assertPositiveInteger(
-      options.notifyIntervalMs ?? 20,
-      'notifyIntervalMs',
-      '@jobs/mysql',
-    );
-    this.notifier = new WakeSignalWatcher(
-      () =>
-        this.closed
-          ? null
-          : this.run('subscribe', () => readWakeSignal(signal), { transaction: false }),
-      notifyIntervalMs,
+    this.notifier = this.watchWakeSignal(
+      assertPositiveInteger(options.notifyIntervalMs ?? 20, 'notifyIntervalMs', '@jobs/mysql'),
     );
     this.tables = {
       jobs: dialect.table('jobs'),

@@ -6,6 +6,7 @@
 import { assertIdentifier, ValidationError } from '@jobs/core';
 import {
   type Dialect,
+  MYSQL_GENERATED_COLUMNS,
   migrate,
   mysqlDialect,
   postgresDialect,
@@ -19,9 +20,8 @@ import { runOnQueryRunner } from './runner.js';
 type TableOptions = { tablePrefix?: string; schema?: string };
 
 /**
- * The dialect of the store's tables on a DataSource `type` (and `schema` option): prefix `jobs_`
- * by default, or on PostgreSQL schema `jobs` unless the DataSource names one. With the defaults
- * it adopts 0.1's default tables (no prefix, on the search path): `migrate()` renames them.
+ * The dialect of the store's tables on a DataSource `type` (and `schema`): by default prefix
+ * `jobs_`, or on PostgreSQL schema `jobs`, adopting 0.1's tables (no prefix, search path).
  */
 export function dialectFor(
   { type, schema: own }: { type: string; schema?: string },
@@ -48,23 +48,15 @@ export function dialectFor(
   );
 }
 
-/**
- * MySQL's generated columns, with their expressions as TypeORM compares them: from its own
- * `typeorm_metadata` table (the server reports them reworded), which `migrateOn` fills in.
- */
-export const MYSQL_GENERATED_COLUMNS = {
-  waiting: "IF(`state` IN ('timer', 'async'), 1, NULL)",
-  neg_priority: '-`priority`',
-};
-
 /** TypeORM's own (protected) helpers for its `typeorm_metadata`, so it reads what it wrote. */
 type MetadataSql = (where: object) => { query: string; parameters: unknown[] };
 type Metadata = Record<'selectTypeormMetadataSql' | 'insertTypeormMetadataSql', MetadataSql>;
 
 /**
  * Migrates on `runner` under the dialect's migration lock (in its transaction, if any). On
- * MySQL it then records the generated columns in TypeORM's `typeorm_metadata` where missing,
- * creating that table with TypeORM's DDL if missing (TypeORM's schema diff fails without it).
+ * MySQL, still under the lock, it then records the generated columns in TypeORM's
+ * `typeorm_metadata` (made with TypeORM's DDL if missing), where TypeORM reads their
+ * expressions (the server rewords them) for its schema diff of `jobsEntities`.
  */
 export async function migrateOn(runner: QueryRunner, dialect: Dialect, prefix: string) {
   const { lock, unlock } = dialect.migrateLock;
@@ -116,7 +108,7 @@ export function jobsMigration(tablePrefix?: string): new () => MigrationInterfac
 
     async down(runner: QueryRunner): Promise<void> {
       const { dialect } = of(runner);
-      for (const table of ['history', 'schedules', 'jobs', 'migrations'] as const) {
+      for (const table of ['rate_limits', 'history', 'schedules', 'jobs', 'migrations'] as const) {
         await runner.query(`DROP TABLE IF EXISTS ${dialect.table(table)}`);
       }
     }

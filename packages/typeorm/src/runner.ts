@@ -1,6 +1,6 @@
 /**
  * Drives `@jobs/core/sql` operations on a DataSource. PostgreSQL and MySQL: on QueryRunners,
- * through core's `NetworkExecutor` (a deadline on every connect, statement and transaction
+ * through core's `NetworkExecutor` (deadlines on every connect, statement and transaction
  * step; lease renewals on a DataSource of one connection of their own). SQLite: synchronously
  * on TypeORM's one better-sqlite3 connection, through core's `SqliteSyncExecutor`.
  */
@@ -12,6 +12,8 @@ import {
   destroySocket,
   driveAsync,
   endWithin,
+  type MysqlDialect,
+  MysqlServerCheck,
   NetworkExecutor,
   OpenConnections,
   type Operation,
@@ -30,16 +32,17 @@ import {
 } from '@jobs/core/sql';
 import type { DataSource, DataSourceOptions, EntityManager, QueryRunner } from 'typeorm';
 
+const SOURCE = '@jobs/typeorm';
+
+/** What `QueryRunner.query(…, true)` returns. */
+type Result = { records?: SqlRow[]; affected?: number; raw?: { insertId?: unknown } | null };
+
 /** Runs one statement on a QueryRunner. */
 async function queryOn(runner: QueryRunner, dialect: Dialect, query: Query): Promise<QueryOutcome> {
   const sql = dialect.placeholders(query.sql);
-  const raw = (await runner.query(sql, [...query.params], true)) as {
-    records?: SqlRow[];
-    affected?: number;
-    raw?: { insertId?: unknown } | null;
-  };
-  const rows = Array.isArray(raw.records) ? raw.records : [];
-  return outcome(rows, raw.affected ?? rows.length, raw.raw?.insertId);
+  const result = (await runner.query(sql, [...query.params], true)) as Result;
+  const rows = Array.isArray(result.records) ? result.records : [];
+  return outcome(rows, result.affected ?? rows.length, result.raw?.insertId);
 }
 
 /**
@@ -54,27 +57,23 @@ export function runOnQueryRunner<T>(runner: QueryRunner, dialect: Dialect, op: O
 
 /** The caller's open transaction as a QueryRunner, from an EntityManager or a QueryRunner. */
 function callerRunner(dataSource: DataSource, tx: unknown): QueryRunner {
-  const given = (tx ?? {}) as Partial<QueryRunner> & { queryRunner?: QueryRunner };
   // A QueryRunner says whether it is in a transaction; an EntityManager holds its QueryRunner.
-  const runner =
-    'isTransactionActive' in Object(given) ? (given as QueryRunner) : given.queryRunner;
-  if (!runner?.isTransactionActive) {
-    throw new ValidationError(
-      'tx',
-      '[@jobs/typeorm] must be the EntityManager (or QueryRunner) of an open transaction, e.g. the manager of dataSource.transaction(async (manager) => …)',
-    );
-  }
-  if (runner.connection !== dataSource) {
-    throw new ValidationError(
-      'tx',
-      "[@jobs/typeorm] belongs to another DataSource than the store's",
-    );
-  }
-  return runner;
+  const given = Object(tx) as Partial<QueryRunner> & { queryRunner?: QueryRunner };
+  const runner = 'isTransactionActive' in given ? (given as QueryRunner) : given.queryRunner;
+  if (runner?.isTransactionActive && runner.connection === dataSource) return runner;
+  throw new ValidationError(
+    'tx',
+    runner?.isTransactionActive
+      ? "[@jobs/typeorm] belongs to another DataSource than the store's"
+      : '[@jobs/typeorm] must be the EntityManager (or QueryRunner) of an open transaction, e.g. the manager of dataSource.transaction(async (manager) => …)',
+  );
 }
 
 /** The driver's connection under a QueryRunner: pg's `Client`, or mysql2's connection. */
 type DriverConnection = SocketHolder & { destroy?(): void };
+
+const driverConnection = (runner: QueryRunner): DriverConnection =>
+  (runner as unknown as { databaseConnection: DriverConnection }).databaseConnection;
 
 /** Destroys a driver connection's socket (mysql2's `destroy()` also drops it from its pool). */
 function destroyConnection(connection: DriverConnection): void {
@@ -82,16 +81,12 @@ function destroyConnection(connection: DriverConnection): void {
   destroySocket(connection);
 }
 
-const driverConnection = (runner: QueryRunner): DriverConnection =>
-  (runner as unknown as { databaseConnection: DriverConnection }).databaseConnection;
-
-/** Initializes the DataSource on first use if the app has not; `onReady` runs once after. */
-function initializer(dataSource: DataSource, onReady: () => void): () => Promise<void> {
-  const start = async () => {
+/** Initializes the DataSource on first use if the app has not, then awaits `onReady` once. */
+function initializer(dataSource: DataSource, onReady?: () => unknown): () => Promise<void> {
+  const started = new SharedUntilFailure(async () => {
     if (!dataSource.isInitialized) await dataSource.initialize();
-    onReady();
-  };
-  const started = new SharedUntilFailure(start);
+    await onReady?.();
+  });
   return () => started.get();
 }
 
@@ -99,9 +94,8 @@ function initializer(dataSource: DataSource, onReady: () => void): () => Promise
 export class TypeormExecutor extends NetworkExecutor<QueryRunner> {
   readonly ready: () => Promise<void>;
   /**
-   * Lease renewals run on a DataSource of their own with one connection, opened on first use
-   * with the app's options, so a heartbeat never queues behind the app's busy pool: a late
-   * heartbeat is a lost lease and a job run twice.
+   * Lease renewals run on a DataSource of one connection, opened on first use with the app's
+   * options: a heartbeat queued behind the app's busy pool is a lost lease, a job run twice.
    */
   private readonly heartbeat = new SharedUntilFailure(() => this.openHeartbeatSource());
   /** The heartbeat's connections, destroyed when they do not say goodbye in time. */
@@ -111,10 +105,14 @@ export class TypeormExecutor extends NetworkExecutor<QueryRunner> {
     private readonly dataSource: DataSource,
     private readonly dialect: Dialect,
     timeouts: ConnectionTimeouts,
-    onReady: () => void,
   ) {
     super(timeouts);
-    this.ready = initializer(dataSource, onReady);
+    // MySQL/MariaDB: the server is checked once, as `@jobs/mysql` does; the dialect learns it.
+    const server =
+      dialect.name === 'mysql'
+        ? new MysqlServerCheck(() => this.readServerVersion(), dialect as MysqlDialect, SOURCE)
+        : null;
+    this.ready = initializer(dataSource, () => server?.serverVersion());
   }
 
   /** The DataSource's start (its first connection) is bounded like any connect. */
@@ -122,18 +120,12 @@ export class TypeormExecutor extends NetworkExecutor<QueryRunner> {
     return withDeadline(this.ready(), this.timeouts.connectTimeoutMs, 'connectTimeoutMs', () => {});
   }
 
-  /**
-   * Opens the heartbeat's DataSource in the background (with the first acquisition), so the
-   * first renewal finds its connection ready.
-   */
+  /** Opens the heartbeat's DataSource in the background, so the first renewal finds it ready. */
   openHeartbeat(): void {
     this.heartbeat.get().catch(() => {});
   }
 
-  /**
-   * Ends the heartbeat's DataSource within a second (one still starting, when it has started);
-   * the app's DataSource is the store's to leave.
-   */
+  /** Ends the heartbeat's DataSource within a second; the app's DataSource is the store's to leave. */
   async close(): Promise<void> {
     const destroyed = this.heartbeat.take()?.then((source) => source.destroy());
     if (destroyed) await endWithin(() => destroyed, this.heartbeatOpen);
@@ -208,7 +200,7 @@ export class TypeormExecutor extends NetworkExecutor<QueryRunner> {
   }
 }
 
-/** SQLite: synchronous on TypeORM's connection; the caller's `tx` and handlers' transactions through TypeORM. */
+/** SQLite: synchronous on TypeORM's connection; a caller's `tx` and handlers' transactions through TypeORM. */
 export class TypeormSqliteExecutor extends SqliteSyncExecutor {
   readonly ready: () => Promise<void>;
 
@@ -219,7 +211,7 @@ export class TypeormSqliteExecutor extends SqliteSyncExecutor {
   ) {
     const driver = dataSource.driver as unknown as { databaseConnection: SqliteConnection };
     super({ ...options, connection: () => driver.databaseConnection });
-    this.ready = initializer(dataSource, () => {});
+    this.ready = initializer(dataSource);
   }
 
   override async run<T>(op: Operation<T>, options: RunOptions): Promise<T> {

@@ -1,27 +1,26 @@
+import type { AcquireRequest, Job } from '@jobs/core';
+import { assertPositiveInteger, StoreError, ValidationError } from '@jobs/core';
 import {
-  type AcquireRequest,
-  assertKnownOptions,
-  assertPositiveInteger,
-  type Job,
-  StoreError,
-  ValidationError,
-} from '@jobs/core';
-import {
-  type MysqlDialect,
+  checkStoreOptions,
+  type ListenClient,
+  mysqlLockRetries,
   type NetworkTimeoutOptions,
   NotifyingSqlJobStore,
-  parseServerVersion,
-  readWakeSignal,
+  ownConnectionListener,
   resolveConnectionTimeouts,
   SQLITE_LOCAL_WAKE,
   SqliteCommitWatcher,
   type StoreNotifier,
-  WakeSignalWatcher,
 } from '@jobs/core/sql';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { dialectFor, migrateOn } from './migration.js';
-import { postgresListener } from './notifier.js';
 import { TypeormExecutor, TypeormSqliteExecutor } from './runner.js';
+
+/** TypeORM's PostgreSQL driver: the `pg` module it loaded, and its pool (with its settings). */
+type PostgresDriver = {
+  postgres: { Client: new (o: object) => ListenClient };
+  master: { options: object };
+};
 
 /** DataSource types the store runs on. `mariadb` uses the MySQL dialect. */
 export type TypeormJobsDriver = 'postgres' | 'mysql' | 'mariadb' | 'better-sqlite3';
@@ -33,41 +32,39 @@ export type TypeormJobsDriver = 'postgres' | 'mysql' | 'mariadb' | 'better-sqlit
  */
 export interface TypeormJobStoreOptions
   extends Pick<NetworkTimeoutOptions, 'connectTimeoutMs' | 'queryTimeoutMs'> {
-  /** The app's DataSource (postgres, mysql, mariadb or better-sqlite3). Initialized on first use if it is not yet. */
+  /** The app's DataSource (postgres, mysql, mariadb or better-sqlite3), initialized on first use. */
   dataSource: DataSource;
   /**
-   * Prefix of the tables (`<prefix>jobs`, `<prefix>schedules`, `<prefix>jobs_migrations`), so
-   * they never clash with an app's own: default `jobs_` on MySQL/MariaDB and SQLite, `''` on
-   * PostgreSQL (see `schema`). It was `''` everywhere (0.1): with the defaults, `migrate()`
-   * adopts the tables under those names; `''` keeps using them where they are.
+   * Prefix of the tables: default `jobs_` on MySQL/MariaDB and SQLite, `''` on PostgreSQL (see
+   * `schema`). With the defaults, `migrate()` adopts 0.1's tables (no prefix); `''` keeps them.
    */
   tablePrefix?: string;
   /**
-   * PostgreSQL schema of the tables. Default: the DataSource's `schema`, else `jobs` (as
+   * PostgreSQL schema of the tables: the DataSource's `schema`, else `jobs` (as
    * `@jobs/postgres`) — or with a `tablePrefix` given, the search path, as in 0.1.
    */
   schema?: string;
   /** `close()` also destroys the DataSource. Default false: the app owns it. */
   destroyDataSourceOnClose?: boolean;
-  /** SQLite: how long a call waits while the app holds a transaction on TypeORM's one connection. Default 10 000 ms. */
+  /** SQLite: how long a call waits for the app's transaction on TypeORM's one connection (10 s). */
   sqliteTransactionWaitMs?: number;
   /**
-   * MySQL/MariaDB and SQLite: how often `subscribe` checks whether another connection added
-   * jobs (the end of the jobs' key; SQLite's `PRAGMA data_version`). Default 20 ms on
-   * MySQL/MariaDB, 10 ms on SQLite.
+   * MySQL/MariaDB and SQLite: how often `subscribe` checks for jobs other connections added (the
+   * end of the jobs' key; `PRAGMA data_version`). Default 20 ms on MySQL, 10 ms on SQLite.
    */
   notifyIntervalMs?: number;
   /** @deprecated `notifyIntervalMs` (SQLite only). */
   sqliteNotifyIntervalMs?: number;
 }
 
-const OPTIONS = 'dataSource tablePrefix schema destroyDataSourceOnClose sqliteTransactionWaitMs';
-const OPTION_KEYS = `${OPTIONS} notifyIntervalMs sqliteNotifyIntervalMs connectTimeoutMs queryTimeoutMs`;
+const OPTION_KEYS = `dataSource tablePrefix schema destroyDataSourceOnClose sqliteTransactionWaitMs
+  notifyIntervalMs sqliteNotifyIntervalMs connectTimeoutMs queryTimeoutMs`.split(/\s+/);
 
 /**
  * A `JobStore` over a TypeORM DataSource: jobs live in the app's database, next to its own
  * tables, and `enqueue` can join the app's transaction so a job commits or rolls back with the
- * rows that caused it. The SQL is `@jobs/core/sql`'s, the same as the native stores'.
+ * rows that caused it. The SQL is `@jobs/core/sql`'s, the same as the native stores'; so are,
+ * on MySQL/MariaDB, the server check and the deadlock retries.
  *
  * @example
  * const store = new TypeormJobStore({ dataSource });
@@ -80,33 +77,26 @@ const OPTION_KEYS = `${OPTIONS} notifyIntervalMs sqliteNotifyIntervalMs connectT
  */
 export class TypeormJobStore extends NotifyingSqlJobStore {
   readonly dataSource: DataSource;
-  /**
-   * Wakes subscribers when jobs may have been enqueued by another connection or process:
-   * PostgreSQL LISTEN/NOTIFY, MySQL's wake signal, SQLite's `PRAGMA data_version`.
-   */
+  /** PostgreSQL LISTEN/NOTIFY, MySQL's wake signal, SQLite's `PRAGMA data_version`. */
   protected readonly notifier: StoreNotifier;
+  private readonly lockRetries = mysqlLockRetries();
   private readonly destroyOnClose: boolean;
-  private readonly ready: () => Promise<void>;
   private readonly prefix: string;
 
   constructor(options: TypeormJobStoreOptions) {
-    if (!options || typeof options.dataSource?.createQueryRunner !== 'function') {
+    if (typeof options?.dataSource?.createQueryRunner !== 'function') {
       throw new ValidationError('dataSource', '[@jobs/typeorm] must be a TypeORM DataSource');
     }
-    assertKnownOptions(options, OPTION_KEYS.split(' '), '@jobs/typeorm');
+    checkStoreOptions(options, '@jobs/typeorm', OPTION_KEYS);
     const dataSource = options.dataSource;
     const { dialect, prefix, schema } = dialectFor(dataSource.options, options);
     // `@jobs/postgres`'s channel for the same tables: either store wakes the other's engines.
     const channel = `${schema ?? 'public'}_${prefix}jobs`;
-    const waitMs = options.sqliteTransactionWaitMs ?? 10_000;
-    assertPositiveInteger(waitMs, 'sqliteTransactionWaitMs', '@jobs/typeorm');
-    for (const key of ['notifyIntervalMs', 'sqliteNotifyIntervalMs'] as const) {
+    const ints = ['sqliteTransactionWaitMs', 'notifyIntervalMs', 'sqliteNotifyIntervalMs'] as const;
+    for (const key of ints) {
       if (options[key] !== undefined) assertPositiveInteger(options[key], key, '@jobs/typeorm');
     }
-    const intervalMs =
-      options.notifyIntervalMs ??
-      options.sqliteNotifyIntervalMs ??
-      (dialect.name === 'mysql' ? 20 : 10);
+    const intervalMs = options.notifyIntervalMs ?? options.sqliteNotifyIntervalMs;
     const timeouts = resolveConnectionTimeouts(options, '@jobs/typeorm');
     let watcher: SqliteCommitWatcher | null = null;
     const executor =
@@ -115,18 +105,11 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
             source: '@jobs/typeorm',
             maxStatements: 200,
             onWake: () => watcher?.wakeSoon(),
-            foreignTransactionWaitMs: waitMs,
+            foreignTransactionWaitMs: options.sqliteTransactionWaitMs ?? 10_000,
             foreignTransactionHint:
               'A store call from inside dataSource.transaction() must pass { tx: manager }.',
           })
-        : new TypeormExecutor(dataSource, dialect, timeouts, () => {
-            // TypeORM read the server's version when it connected, so the dialect need not
-            // ask; the text leaves out the flavour, which only the `mariadb` type states.
-            const version = (dataSource.driver as { version?: string }).version;
-            if (dataSource.options.type === 'mariadb' && version) {
-              (dialect as MysqlDialect).useServer(parseServerVersion(`${version}-MariaDB`));
-            }
-          });
+        : new TypeormExecutor(dataSource, dialect, timeouts);
     super({
       label: '@jobs/typeorm',
       name: `typeorm-${dialect.name}`,
@@ -146,24 +129,20 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
             : null,
     });
     this.dataSource = dataSource;
-    this.ready = executor.ready;
     this.prefix = prefix;
     this.destroyOnClose = options.destroyDataSourceOnClose ?? false;
     if (executor instanceof TypeormSqliteExecutor) {
-      // Until TypeORM's connection is open it reads 0 (its first real reading then wakes
-      // subscribers once, harmlessly).
+      // Reads 0 until TypeORM's connection is open (its first real reading wakes once, harmlessly).
       const read = () => (dataSource.isInitialized ? executor.dataVersion() : 0);
-      this.notifier = watcher = new SqliteCommitWatcher(read, intervalMs);
+      this.notifier = watcher = new SqliteCommitWatcher(read, intervalMs ?? 10);
     } else if (dialect.name === 'postgres') {
-      // The listener retries until the DataSource is connected.
-      this.notifier = postgresListener(dataSource, channel, timeouts.queryTimeoutMs);
+      // A connection of its own LISTENs, as `@jobs/postgres`'s does: a pg `Client` with the
+      // settings of TypeORM's pool (which there is once the DataSource is up: tried again till then).
+      const driver = dataSource.driver as unknown as PostgresDriver;
+      const client = () => new driver.postgres.Client(driver.master.options);
+      this.notifier = ownConnectionListener(client, channel, timeouts.queryTimeoutMs);
     } else {
-      const signal = dialect.wakeSignal as NonNullable<typeof dialect.wakeSignal>;
-      const read = () =>
-        this.closed
-          ? null
-          : this.run('subscribe', () => readWakeSignal(signal), { transaction: false });
-      this.notifier = new WakeSignalWatcher(read, intervalMs);
+      this.notifier = this.watchWakeSignal(intervalMs ?? 20);
     }
   }
 
@@ -176,8 +155,9 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
     if (this.closed) throw new StoreError('[@jobs/typeorm] migrate: the store is closed');
     let runner: QueryRunner | undefined;
     try {
-      await this.ready();
+      await (this.executor as TypeormExecutor).ready();
       runner = this.dataSource.createQueryRunner();
+      // Unbounded, as every migration (it may wait for another process's).
       await migrateOn(runner, this.dialect, this.prefix);
     } catch (error) {
       throw this.wrap('migrate', error);
@@ -197,5 +177,18 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
     if (this.closed) return;
     await super.close();
     if (this.destroyOnClose && this.dataSource.isInitialized) await this.dataSource.destroy();
+  }
+
+  /** MySQL/MariaDB: deadlocks and lock wait timeouts are retried with backoff, as `@jobs/mysql` does. */
+  protected override retryDelayMs(
+    what: string,
+    error: unknown,
+    retry: number,
+    retries: number,
+    elapsedMs: number,
+  ): number | null {
+    if (this.dialect.name !== 'mysql')
+      return super.retryDelayMs(what, error, retry, retries, elapsedMs);
+    return this.lockRetries.delayMs(what, error, retry, elapsedMs);
   }
 }

@@ -4,6 +4,7 @@
  * dialect and an executor; see `SqlJobStore`.
  */
 export * from './change-watcher.js';
+export * from './client-listener.js';
 export * from './deadline.js';
 export * from './dialect.js';
 export * from './dialects/mysql.js';
@@ -24,3 +25,4 @@ export * from './scope-rule.js';
 export * from './sql-store.js';
 export * from './sqlite-executor.js';
 export * from './store-options.js';
+export * from './tables.js';

@@ -6,6 +6,7 @@
  * so operators can see contention. Retries are bounded in time as well as in number: a row
  * held by a transaction that does not end fails the call within seconds, never minutes.
  */
+import { driverErrno } from './dialects/support.js';
 
 /** Retries of one operation after deadlocks or lock wait timeouts before its error is reported. */
 export const MAX_LOCK_RETRIES = 9;
@@ -80,4 +81,12 @@ export class LockRetries {
     for (const listener of [...this.listeners]) listener(event);
     return event.delayMs;
   }
+}
+
+/** A MySQL-family store's retries: errno 1213 is a deadlock, 1205 a lock wait timeout. */
+export function mysqlLockRetries(): LockRetries {
+  return new LockRetries((error) => {
+    const errno = driverErrno(error) ?? 0;
+    return { errno, reason: errno === 1213 ? 'deadlock' : 'lock-wait-timeout' };
+  });
 }

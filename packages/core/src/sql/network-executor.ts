@@ -123,6 +123,17 @@ export abstract class NetworkExecutor<C> implements Executor {
     );
   }
 
+  /**
+   * The server's `SELECT VERSION()` on a pooled connection under the deadlines, without
+   * `beforeRun` (a MySQL server check runs there: `MysqlServerCheck`).
+   */
+  readServerVersion(): Promise<string> {
+    return this.session('main', this.timeouts.queryTimeoutMs, async (session) => {
+      const { rows } = await session.send({ sql: 'SELECT VERSION() AS version', params: [] });
+      return String(rows[0]?.version ?? '');
+    });
+  }
+
   /** A connection's session for `work`, taken within `connectTimeoutMs`, released after. */
   protected async session<T>(
     purpose: 'main' | 'heartbeat',

@@ -4,7 +4,8 @@
  * the store.
  */
 import { StoreError } from '../errors.js';
-import type { Operation } from './executor.js';
+import { readWakeSignal, WakeSignalWatcher } from './change-watcher.js';
+import type { Operation, Query } from './executor.js';
 import { SqlJobStore } from './sql-store.js';
 
 /** Wakes subscribers when another connection or process may have made jobs acquirable. */
@@ -47,6 +48,19 @@ export abstract class NotifyingSqlJobStore extends SqlJobStore {
   ): Promise<T> {
     if (what === 'acquire' || what === 'completeAndAcquire') this.notifier.acquiring?.();
     return super.run(what, make, options);
+  }
+
+  /**
+   * A notifier for a database that pushes none (MySQL): reads the dialect's `wakeSignal`
+   * through this store every `intervalMs` while anyone subscribes.
+   */
+  protected watchWakeSignal(intervalMs: number): WakeSignalWatcher {
+    const signal = this.dialect.wakeSignal as Query;
+    const read = () =>
+      this.closed
+        ? null
+        : this.run('subscribe', () => readWakeSignal(signal), { transaction: false });
+    return new WakeSignalWatcher(read, intervalMs);
   }
 
   override async close(): Promise<void> {

@@ -1,0 +1,258 @@
+/**
+ * The store's tables as each database's migrations leave them (`migrations/<database>/*.sql`):
+ * columns in table order with their types, nullability and defaults, the indexes and the named
+ * CHECKs. For code that must agree with the schema without reading it (`@jobs/typeorm`'s
+ * entities) and for the tests that prove every path to a database makes exactly this. A
+ * migration that changes the schema changes this description too.
+ */
+import { type TableName, tableBaseName } from './dialect.js';
+
+/** The databases the migrations are written for (`Dialect.name`). */
+export type TableDatabase = 'postgres' | 'mysql' | 'sqlite';
+
+export interface ColumnDescription {
+  name: string;
+  /** The type as the database names it, lower case: `text`, `timestamptz`, `varchar`, `int`. */
+  type: string;
+  /** `varchar(255)`, `char(36)`: the length. */
+  length?: number;
+  /** `timestamptz(3)`, `datetime(3)`: the fractional-second digits. */
+  precision?: number;
+  nullable: boolean;
+  /** The default as SQL (`0`, `false`, `'default'`, `now()`); absent for none. */
+  default?: string;
+  /** MySQL's STORED generated columns: the expression. */
+  generated?: string;
+  /** MySQL: `BIGINT UNSIGNED`. */
+  unsigned?: boolean;
+}
+
+export interface IndexDescription {
+  name: string;
+  columns: string[];
+  unique: boolean;
+  /** A partial index's predicate. */
+  where?: string;
+}
+
+export interface TableDescription {
+  /** Which of the store's tables. */
+  table: Exclude<TableName, 'migrations'>;
+  /** The table's name: the prefix and `tableBaseName`. */
+  name: string;
+  /** The first column is the primary key. */
+  columns: ColumnDescription[];
+  /** How the key is made: `identity` (PostgreSQL), `increment` (AUTO_INCREMENT, AUTOINCREMENT). */
+  keyGeneration: 'identity' | 'increment' | null;
+  indexes: IndexDescription[];
+  /** Named CHECK constraints. */
+  checks: { name: string; expression: string }[];
+}
+
+/**
+ * MySQL's generated columns on the jobs table, as `0001_init.sql` declares them: `waiting` (1
+ * for a waiting job, else null) and `neg_priority` turn the acquisition order into an
+ * all-ascending index (`ix_jobs_acquire`).
+ */
+export const MYSQL_GENERATED_COLUMNS = {
+  waiting: "IF(`state` IN ('timer', 'async'), 1, NULL)",
+  neg_priority: '-`priority`',
+};
+
+/**
+ * A table, compactly. `columns`: `name:type`, `(n)` a length or precision, `?` nullable,
+ * `=value` a default. `constraints`: indexes (`UNIQUE name (a, b) WHERE …`) and CHECKs
+ * (`name CHECK (…)`), `{p}` the table prefix. DESC in index columns is left out, and so are
+ * CHECKs without a name (SQLite's): neither is read back by the tools that compare schemas.
+ */
+interface Listing {
+  columns: string;
+  key?: 'identity' | 'increment';
+  unsignedKey?: boolean;
+  constraints?: readonly string[];
+}
+
+const LISTINGS: Record<TableDatabase, Record<TableDescription['table'], Listing>> = {
+  postgres: {
+    jobs: {
+      columns: `id:bigint type:text payload:jsonb state:text priority:integer=0
+        due_at:timestamptz(3) retries_left:integer attempts:integer=0 scope:text?
+        exclusive:boolean=false job_key:text? tenant_id:text? queue:text='default'
+        last_error_message:text? last_error_stack:text? created_at:timestamptz(3)=now()
+        lock_owner:text? lock_expires_at:timestamptz(3)? lock_token:text? retry_policy:jsonb?
+        suspended_from:text? schedule_name:text? occurrence:timestamptz(3)? shard_index:integer?
+        shard_count:integer? meta:jsonb? progress:jsonb? cancel_requested:boolean=false
+        scope_limit:integer?`,
+      key: 'identity',
+      constraints: [
+        'UNIQUE {p}jobs_key (job_key) WHERE job_key IS NOT NULL',
+        "{p}jobs_acquire (priority, due_at, id) WHERE state IN ('timer', 'async')",
+        "{p}jobs_lease (lock_expires_at) WHERE state = 'running'",
+        '{p}jobs_schedule (schedule_name) WHERE schedule_name IS NOT NULL',
+        "{p}jobs_scope_head (scope, priority, due_at, id) WHERE exclusive AND scope IS NOT NULL AND state IN ('timer', 'async')",
+        "{p}jobs_scope_running (scope) WHERE exclusive AND scope IS NOT NULL AND state = 'running'",
+        "{p}jobs_due (due_at) WHERE state IN ('timer', 'async')",
+        "{p}jobs_state_check CHECK (state IN ('timer', 'async', 'running', 'deadletter', 'suspended'))",
+        "{p}jobs_suspended_from_check CHECK (suspended_from IN ('timer', 'async'))",
+      ],
+    },
+    schedules: {
+      columns: `name:text spec:jsonb next_at:timestamptz(3)? paused:boolean=false
+        pending_misfire:boolean=false skipped:integer=0 fired:integer=0 version:integer=1
+        created_at:timestamptz(3)=now() updated_at:timestamptz(3)=now()`,
+    },
+    history: {
+      columns: `id:bigint type:text payload:jsonb priority:integer due_at:timestamptz(3)
+        retries_left:integer attempts:integer scope:text? exclusive:boolean job_key:text?
+        tenant_id:text? queue:text last_error_message:text? last_error_stack:text?
+        created_at:timestamptz(3) owner:text? retry_policy:jsonb? schedule_name:text?
+        occurrence:timestamptz(3)? shard_index:integer? shard_count:integer? meta:jsonb?
+        outcome:text result:jsonb? duration_ms:bigint? finished_at:timestamptz(3)
+        progress:jsonb? scope_limit:integer?`,
+      constraints: [
+        '{p}jobs_history_finished (finished_at, id)',
+        '{p}jobs_history_type (type, finished_at)',
+        '{p}jobs_history_outcome (outcome, finished_at)',
+        "{p}jobs_history_outcome_check CHECK (outcome IN ('completed', 'deadletter', 'cancelled'))",
+      ],
+    },
+    rate_limits: {
+      columns: 'rate_key:text start_ms:bigint per_ms:bigint used:integer blocked_until_ms:bigint?',
+    },
+  },
+  mysql: {
+    jobs: {
+      columns: `id:bigint type:varchar(255) payload:longtext state:varchar(16) priority:int=0
+        due_at:datetime(3) retries_left:int attempts:int=0 scope:varchar(255)? exclusive:tinyint=0
+        job_key:varchar(255)? tenant_id:varchar(255)? queue:varchar(255) last_error_message:text?
+        last_error_stack:mediumtext? created_at:datetime(3) lock_owner:varchar(255)?
+        lock_expires_at:datetime(3)? lock_token:char(36)? retry_policy:text?
+        suspended_from:varchar(16)? schedule_name:varchar(255)? occurrence:datetime(3)?
+        shard_index:int? shard_count:int? waiting:tinyint? neg_priority:int? meta:longtext?
+        progress:longtext? cancel_requested:tinyint=0 scope_limit:int?`,
+      key: 'increment',
+      unsignedKey: true,
+      constraints: [
+        'UNIQUE uq_jobs_key (job_key)',
+        'ix_jobs_acquire (waiting, neg_priority, due_at, id)',
+        'ix_jobs_due (waiting, due_at)',
+        'ix_jobs_scope (scope)',
+        'ix_jobs_lease (state, lock_expires_at)',
+        'ix_jobs_schedule (schedule_name)',
+      ],
+    },
+    schedules: {
+      columns: `name:varchar(255) spec:longtext next_at:datetime(3)? paused:tinyint=0
+        pending_misfire:tinyint=0 skipped:int=0 fired:int=0 version:int=1 created_at:datetime(3)
+        updated_at:datetime(3)`,
+      constraints: ['ix_schedules_due (paused, next_at)'],
+    },
+    history: {
+      columns: `id:bigint type:varchar(255) payload:longtext priority:int due_at:datetime(3)
+        retries_left:int attempts:int scope:varchar(255)? exclusive:tinyint job_key:varchar(255)?
+        tenant_id:varchar(255)? queue:varchar(255) last_error_message:text?
+        last_error_stack:mediumtext? created_at:datetime(3) owner:varchar(255)? retry_policy:text?
+        schedule_name:varchar(255)? occurrence:datetime(3)? shard_index:int? shard_count:int?
+        meta:longtext? outcome:varchar(16) result:longtext? duration_ms:bigint?
+        finished_at:datetime(3) progress:longtext? scope_limit:int?`,
+      unsignedKey: true,
+      constraints: [
+        'ix_jobs_history_finished (finished_at, id)',
+        'ix_jobs_history_type (type, finished_at)',
+        'ix_jobs_history_outcome (outcome, finished_at)',
+      ],
+    },
+    rate_limits: {
+      columns:
+        'rate_key:varchar(255) start_ms:bigint per_ms:bigint used:int blocked_until_ms:bigint?',
+    },
+  },
+  sqlite: {
+    // SQLite reports a PRIMARY KEY without NOT NULL as nullable (it allows one NULL there).
+    jobs: {
+      columns: `id:integer? type:text payload:text state:text priority:integer=0 due_at:integer
+        retries_left:integer attempts:integer=0 scope:text? exclusive:integer=0 job_key:text?
+        tenant_id:text? queue:text last_error_message:text? last_error_stack:text?
+        created_at:integer lock_owner:text? lock_expires_at:integer? lock_token:text?
+        retry_policy:text? suspended_from:text? schedule_name:text? occurrence:integer?
+        shard_index:integer? shard_count:integer? meta:text? progress:text?
+        cancel_requested:integer=0 scope_limit:integer?`,
+      key: 'increment',
+      constraints: [
+        "{p}jobs_acquire_idx (priority, due_at, id) WHERE state IN ('timer', 'async')",
+        "{p}jobs_due_idx (due_at) WHERE state IN ('timer', 'async')",
+        '{p}jobs_scope_idx (scope, state, priority, due_at, id) WHERE exclusive = 1 AND scope IS NOT NULL',
+        'UNIQUE {p}jobs_key_idx (job_key) WHERE job_key IS NOT NULL',
+        "{p}jobs_lease_idx (lock_expires_at) WHERE state = 'running'",
+        '{p}jobs_schedule_idx (schedule_name, state) WHERE schedule_name IS NOT NULL',
+        "{p}jobs_scope_head_idx (scope, priority, due_at, id) WHERE exclusive = 1 AND scope IS NOT NULL AND state IN ('timer', 'async')",
+      ],
+    },
+    schedules: {
+      columns: `name:text? spec:text next_at:integer? paused:integer=0 pending_misfire:integer=0
+        skipped:integer=0 fired:integer=0 version:integer=1 created_at:integer updated_at:integer`,
+      constraints: ['{p}schedules_next_idx (next_at) WHERE paused = 0'],
+    },
+    history: {
+      columns: `id:integer? type:text payload:text priority:integer due_at:integer
+        retries_left:integer attempts:integer scope:text? exclusive:integer job_key:text?
+        tenant_id:text? queue:text last_error_message:text? last_error_stack:text?
+        created_at:integer owner:text? retry_policy:text? schedule_name:text? occurrence:integer?
+        shard_index:integer? shard_count:integer? meta:text? outcome:text result:text?
+        duration_ms:integer? finished_at:integer progress:text? scope_limit:integer?`,
+      constraints: [
+        '{p}jobs_history_finished_idx (finished_at, id)',
+        '{p}jobs_history_type_idx (type, finished_at)',
+        '{p}jobs_history_outcome_idx (outcome, finished_at)',
+      ],
+    },
+    rate_limits: {
+      columns:
+        'rate_key:text? start_ms:integer per_ms:integer used:integer blocked_until_ms:integer?',
+    },
+  },
+};
+
+/** Reads one column of a listing (`name:type(n)?=value`). */
+function column(spec: string): ColumnDescription {
+  const [, name = '', type = '', size, nullable, value] =
+    /^(\w+):(\w+)(?:\((\d+)\))?(\?)?(?:=(.+))?$/.exec(spec) ?? [];
+  const described: ColumnDescription = { name, type, nullable: nullable === '?' };
+  if (size) described[/char/.test(type) ? 'length' : 'precision'] = Number(size);
+  if (value !== undefined) described.default = value;
+  return described;
+}
+
+/**
+ * The store's tables on `database` with table prefix `prefix`: jobs, schedules, history and
+ * rate limits (the version table is the migration loader's, see `Dialect.versionTable`).
+ *
+ * @example
+ * const [jobs] = describeTables('postgres', 'app_');
+ * jobs.columns.map((c) => c.name); // ['id', 'type', 'payload', …]
+ */
+export function describeTables(database: TableDatabase, prefix: string): TableDescription[] {
+  return Object.entries(LISTINGS[database]).map(([table, listing]) => {
+    const columns = listing.columns.trim().split(/\s+/).map(column);
+    const generated: Record<string, string> = database === 'mysql' ? MYSQL_GENERATED_COLUMNS : {};
+    for (const c of columns) if (generated[c.name]) c.generated = generated[c.name];
+    if (listing.unsignedKey) (columns[0] as ColumnDescription).unsigned = true;
+    const described: TableDescription = {
+      table: table as TableDescription['table'],
+      name: `${prefix}${tableBaseName(table as TableName)}`,
+      columns,
+      keyGeneration: listing.key ?? null,
+      indexes: [],
+      checks: [],
+    };
+    for (const text of listing.constraints ?? []) {
+      const [, unique, name = '', list = '', where, check] =
+        /^(UNIQUE )?(\S+) (?:\(([^)]+)\)(?: WHERE (.+))?|CHECK \((.+)\))$/.exec(
+          text.replace('{p}', prefix),
+        ) ?? [];
+      if (check) described.checks.push({ name, expression: check });
+      else described.indexes.push({ name, columns: list.split(', '), unique: !!unique, where });
+    }
+    return described;
+  });
+}
