@@ -1,12 +1,12 @@
-import { assertIdentifier, assertPositiveInteger, JobsError, StoreError } from '@jobs/core';
+import { assertIdentifier, JobsError, StoreError } from '@jobs/core';
 import {
   checkStoreOptions,
   driverErrno,
+  type LockRetries,
   type LockRetryEvent,
   type LockRetryStats,
   MysqlServerCheck,
   mysqlDialect,
-  mysqlLockRetries,
   NETWORK_TIMEOUT_OPTIONS,
   type NetworkTimeoutOptions,
   NotifyingSqlJobStore,
@@ -87,14 +87,13 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
    * key every `notifyIntervalMs` while anyone listens (MySQL has no LISTEN/NOTIFY).
    */
   protected readonly notifier: WakeSignalWatcher;
-  private readonly retries = mysqlLockRetries();
   private readonly server: MysqlServerCheck;
 
   constructor(options: MysqlJobStoreOptions) {
-    checkStoreOptions(options, '@jobs/mysql', OPTION_KEYS, ['uri', 'pool']);
-    if (options.connectionLimit !== undefined) {
-      assertPositiveInteger(options.connectionLimit, 'connectionLimit', '@jobs/mysql');
-    }
+    checkStoreOptions(options, '@jobs/mysql', OPTION_KEYS, {
+      oneOf: ['uri', 'pool'],
+      positiveIntegers: ['connectionLimit', 'notifyIntervalMs'],
+    });
     const tablePrefix = assertIdentifier(options.tablePrefix ?? 'jobs_', 'tablePrefix', {
       allowEmpty: true,
       max: 40,
@@ -147,9 +146,7 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
         multiProcess: true,
       },
     });
-    this.notifier = this.watchWakeSignal(
-      assertPositiveInteger(options.notifyIntervalMs ?? 20, 'notifyIntervalMs', '@jobs/mysql'),
-    );
+    this.notifier = this.watchWakeSignal(options.notifyIntervalMs ?? 20);
     this.tables = {
       jobs: dialect.table('jobs'),
       schedules: dialect.table('schedules'),
@@ -164,7 +161,7 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
 
   /** Counts of transparent deadlock / lock-wait-timeout retries since the store was created. */
   get retryStats(): Readonly<LockRetryStats> {
-    return this.retries.stats;
+    return (this.lockRetries as LockRetries).stats;
   }
 
   /**
@@ -177,7 +174,7 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
    * const off = store.onRetry((e) => metrics.increment(`jobs.mysql.${e.reason}`));
    */
   onRetry(listener: (event: LockRetryEvent) => void): () => void {
-    return this.retries.onRetry(listener);
+    return (this.lockRetries as LockRetries).onRetry(listener);
   }
 
   /** The server version, read once (and checked) on first use; it tells the dialect too. */
@@ -188,16 +185,6 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
   /** Wake-signal reads so far: what idle engines on this store cost the database. */
   get wakeSignalReads(): number {
     return this.notifier.reads;
-  }
-
-  protected override retryDelayMs(
-    what: string,
-    error: unknown,
-    retry: number,
-    _retries: number,
-    elapsedMs: number,
-  ): number | null {
-    return this.retries.delayMs(what, error, retry, elapsedMs);
   }
 
   /** Driver errors as `[@jobs/mysql] <operation>: <message> (errno N)`. */

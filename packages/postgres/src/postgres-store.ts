@@ -1,4 +1,4 @@
-import { assertIdentifier, assertPositiveInteger } from '@jobs/core';
+import { assertIdentifier } from '@jobs/core';
 import {
   checkStoreOptions,
   NETWORK_TIMEOUT_OPTIONS,
@@ -65,13 +65,10 @@ export class PostgresJobStore extends NotifyingSqlJobStore {
   protected readonly notifier: ReconnectingListener<pg.Client>;
 
   constructor(options: PostgresJobStoreOptions) {
-    checkStoreOptions(
-      options,
-      '@jobs/postgres',
-      [...OPTION_KEYS, ...NETWORK_TIMEOUT_OPTIONS],
-      ['connectionString', 'pool'],
-    );
-    if (options.max !== undefined) assertPositiveInteger(options.max, 'max', '@jobs/postgres');
+    checkStoreOptions(options, '@jobs/postgres', [...OPTION_KEYS, ...NETWORK_TIMEOUT_OPTIONS], {
+      oneOf: ['connectionString', 'pool'],
+      positiveIntegers: ['max'],
+    });
     const timeouts = resolveConnectionTimeouts(options, '@jobs/postgres');
     const settings = connectionSettings(timeouts);
     const schema = assertIdentifier(options.schema ?? 'jobs', 'schema', { max: 48 });
@@ -106,7 +103,7 @@ export class PostgresJobStore extends NotifyingSqlJobStore {
         transactionalEnqueue: true,
         multiProcess: true,
       },
-      notify: { sql: "SELECT pg_notify(?, '')", params: [channel] },
+      notify: dialect.wakeQuery?.(channel),
     });
     this.schema = schema;
     this.channel = channel;

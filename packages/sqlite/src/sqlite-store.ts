@@ -1,6 +1,5 @@
 import {
   assertIdentifier,
-  assertPositiveInteger,
   type Clock,
   type EnqueueResult,
   type NewJob,
@@ -81,13 +80,14 @@ export class SqliteJobStore extends NotifyingSqlJobStore {
   protected readonly notifier: SqliteCommitWatcher;
 
   constructor(options: SqliteJobStoreOptions) {
-    checkStoreOptions(options, '@jobs/sqlite', OPTION_NAMES, ['filename', 'db']);
+    checkStoreOptions(options, '@jobs/sqlite', OPTION_NAMES, {
+      oneOf: ['filename', 'db'],
+      positiveIntegers: ['notifyIntervalMs', 'busyTimeoutMs'],
+    });
     const { tablePrefix = 'jobs_', db: given, clock } = options;
     const prefix = assertIdentifier(tablePrefix, 'tablePrefix', { allowEmpty: true, max: 32 });
     const interval = options.notifyIntervalMs ?? 10;
-    assertPositiveInteger(interval, 'notifyIntervalMs', '@jobs/sqlite');
     const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
-    assertPositiveInteger(busyTimeoutMs, 'busyTimeoutMs', '@jobs/sqlite');
     const db = given ?? open(options.filename as string, busyTimeoutMs);
     // A user-provided connection may be closed under us: then nothing is left to watch.
     const watcher = new SqliteCommitWatcher(

@@ -1,14 +1,12 @@
 import type { AcquireRequest, Job } from '@jobs/core';
-import { assertPositiveInteger, StoreError, ValidationError } from '@jobs/core';
+import { StoreError, ValidationError } from '@jobs/core';
 import {
   checkStoreOptions,
   type ListenClient,
-  mysqlLockRetries,
   type NetworkTimeoutOptions,
   NotifyingSqlJobStore,
   ownConnectionListener,
   resolveConnectionTimeouts,
-  SQLITE_LOCAL_WAKE,
   SqliteCommitWatcher,
   type StoreNotifier,
 } from '@jobs/core/sql';
@@ -57,6 +55,7 @@ export interface TypeormJobStoreOptions
   sqliteNotifyIntervalMs?: number;
 }
 
+const INTEGERS = ['sqliteTransactionWaitMs', 'notifyIntervalMs', 'sqliteNotifyIntervalMs'];
 const OPTION_KEYS = `dataSource tablePrefix schema destroyDataSourceOnClose sqliteTransactionWaitMs
   notifyIntervalMs sqliteNotifyIntervalMs connectTimeoutMs queryTimeoutMs`.split(/\s+/);
 
@@ -79,7 +78,6 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
   readonly dataSource: DataSource;
   /** PostgreSQL LISTEN/NOTIFY, MySQL's wake signal, SQLite's `PRAGMA data_version`. */
   protected readonly notifier: StoreNotifier;
-  private readonly lockRetries = mysqlLockRetries();
   private readonly destroyOnClose: boolean;
   private readonly prefix: string;
 
@@ -87,15 +85,11 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
     if (typeof options?.dataSource?.createQueryRunner !== 'function') {
       throw new ValidationError('dataSource', '[@jobs/typeorm] must be a TypeORM DataSource');
     }
-    checkStoreOptions(options, '@jobs/typeorm', OPTION_KEYS);
+    checkStoreOptions(options, '@jobs/typeorm', OPTION_KEYS, { positiveIntegers: INTEGERS });
     const dataSource = options.dataSource;
     const { dialect, prefix, schema } = dialectFor(dataSource.options, options);
     // `@jobs/postgres`'s channel for the same tables: either store wakes the other's engines.
     const channel = `${schema ?? 'public'}_${prefix}jobs`;
-    const ints = ['sqliteTransactionWaitMs', 'notifyIntervalMs', 'sqliteNotifyIntervalMs'] as const;
-    for (const key of ints) {
-      if (options[key] !== undefined) assertPositiveInteger(options[key], key, '@jobs/typeorm');
-    }
     const intervalMs = options.notifyIntervalMs ?? options.sqliteNotifyIntervalMs;
     const timeouts = resolveConnectionTimeouts(options, '@jobs/typeorm');
     let watcher: SqliteCommitWatcher | null = null;
@@ -121,12 +115,7 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
         transactionalEnqueue: true,
         multiProcess: true,
       },
-      notify:
-        dialect.name === 'postgres'
-          ? { sql: "SELECT pg_notify(?, '')", params: [channel] }
-          : dialect.name === 'sqlite'
-            ? SQLITE_LOCAL_WAKE
-            : null,
+      notify: dialect.wakeQuery?.(channel),
     });
     this.dataSource = dataSource;
     this.prefix = prefix;
@@ -177,18 +166,5 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
     if (this.closed) return;
     await super.close();
     if (this.destroyOnClose && this.dataSource.isInitialized) await this.dataSource.destroy();
-  }
-
-  /** MySQL/MariaDB: deadlocks and lock wait timeouts are retried with backoff, as `@jobs/mysql` does. */
-  protected override retryDelayMs(
-    what: string,
-    error: unknown,
-    retry: number,
-    retries: number,
-    elapsedMs: number,
-  ): number | null {
-    if (this.dialect.name !== 'mysql')
-      return super.retryDelayMs(what, error, retry, retries, elapsedMs);
-    return this.lockRetries.delayMs(what, error, retry, elapsedMs);
   }
 }

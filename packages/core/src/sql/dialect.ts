@@ -19,6 +19,7 @@ import type {
   RecoverResult,
 } from '../store.js';
 import type { Operation, Query } from './executor.js';
+import type { LockRetries } from './lock-retries.js';
 import type { Migration } from './migrate.js';
 import type { SqlRow, SqlValue } from './rows.js';
 
@@ -95,6 +96,18 @@ export interface Dialect {
   isDuplicateKey(error: unknown): boolean;
   /** True for errors after which a whole operation may be run again (deadlock, lock wait). */
   isRetryable(error: unknown): boolean;
+  /**
+   * A store's policy for those retries: jittered backoff, bounded in count and time, counted
+   * (MySQL/MariaDB, where InnoDB deadlocks are routine). Absent: retried at once, a few times.
+   */
+  lockRetries?(): LockRetries;
+  /**
+   * The statement that wakes engines elsewhere, sent in the transaction that made jobs due
+   * (`SqlJobStoreOptions.notify`): PostgreSQL's `pg_notify(channel)`, SQLite's local wake-up
+   * (other connections see `PRAGMA data_version` change); absent or null where engines poll a
+   * wake signal instead (MySQL).
+   */
+  wakeQuery?(channel: string): Query | null;
   /**
    * Acquisition takes the database's one write lock (SQLite): a plain read first says whether
    * anything is due, so an idle poll never takes or waits for the lock.

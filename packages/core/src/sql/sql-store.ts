@@ -48,6 +48,7 @@ import type {
 } from '../store.js';
 import { type Dialect, isJobId } from './dialect.js';
 import type { Executor, Operation, Query, RunOptions } from './executor.js';
+import type { LockRetries } from './lock-retries.js';
 import { migrate, migrationSql } from './migrate.js';
 import * as acquisition from './operations/acquire.js';
 import * as admin from './operations/admin.js';
@@ -104,6 +105,8 @@ export class SqlJobStore implements JobStore {
   protected readonly executor: Executor;
   protected readonly context: SqlContext;
   protected readonly label: string;
+  /** Deadlock / lock-wait retries with backoff, where the dialect has them (MySQL/MariaDB). */
+  protected readonly lockRetries: LockRetries | null;
   protected closed = false;
 
   constructor(options: SqlJobStoreOptions) {
@@ -121,6 +124,7 @@ export class SqlJobStore implements JobStore {
     };
     this.dialect = options.dialect;
     this.executor = options.executor;
+    this.lockRetries = options.dialect.lockRetries?.() ?? null;
     this.context = sqlContext(options.dialect, options.label, options.notify ?? null);
   }
 
@@ -152,16 +156,17 @@ export class SqlJobStore implements JobStore {
   /**
    * After a deadlock or lock-wait error (`Dialect.isRetryable`) ended `what`: milliseconds to
    * wait before retry number `retry` (1 for the first), or null to give up. `elapsedMs`: time
-   * since the operation's first try began. Default: at once, up to `retries` times. A store may
-   * back off, bound the time and count retries (`@jobs/mysql`'s `onRetry`).
+   * since the operation's first try began. The dialect's `lockRetries` back off, bound the time
+   * and count retries (`@jobs/mysql`'s `onRetry`); without them, at once, up to `retries` times.
    */
   protected retryDelayMs(
-    _what: string,
-    _error: unknown,
+    what: string,
+    error: unknown,
     retry: number,
     retries: number,
-    _elapsedMs: number,
+    elapsedMs: number,
   ): number | null {
+    if (this.lockRetries) return this.lockRetries.delayMs(what, error, retry, elapsedMs);
     return retry <= retries ? 0 : null;
   }
 

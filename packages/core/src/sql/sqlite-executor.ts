@@ -8,7 +8,10 @@
  * for it to end instead (being synchronous, the store never leaves one open itself).
  */
 import { ValidationError } from '../errors.js';
-import { type SqliteConnection, SqliteSyncRunner } from './dialects/sqlite.js';
+import { SQLITE_LOCAL_WAKE, type SqliteConnection, SqliteSyncRunner } from './dialects/sqlite.js';
+
+export { SQLITE_LOCAL_WAKE };
+
 import {
   driveSync,
   type Executor,
@@ -28,16 +31,6 @@ export interface SqliteStoreCounters {
 export interface SqliteFileConnection extends SqliteConnection {
   close(): void;
 }
-
-/**
- * A store's `notify` on SQLite: never sent to the database. An operation yields it where it
- * made jobs acquirable, and the executor's `onWake` runs once the operation succeeded (this
- * process's own subscribers; other connections see `PRAGMA data_version` change).
- */
-export const SQLITE_LOCAL_WAKE: Query = Object.freeze({
-  sql: '-- wake local subscribers',
-  params: [],
-});
 
 export interface SqliteExecutorOptions {
   /** The store's connection (read on each use: an app may reconnect it). */

@@ -3,7 +3,8 @@
  * network stores (`@jobs/postgres`, `@jobs/mysql`, `@jobs/typeorm`) share, documented once.
  */
 import { ValidationError } from '../errors.js';
-import { assertKnownOptions } from '../store-support.js';
+import { assertKnownOptions, assertPositiveInteger } from '../store-support.js';
+
 import type { ConnectionTimeouts } from './deadline.js';
 
 /** Deadline options of a store whose database is behind a network (see `ConnectionTimeouts`). */
@@ -33,26 +34,42 @@ export const NETWORK_TIMEOUT_OPTIONS: readonly (keyof ConnectionTimeouts)[] = [
   'keepAliveDelayMs',
 ];
 
+/** What `checkStoreOptions` checks besides the known keys. */
+export interface StoreOptionRules {
+  /** Exactly one of the two must be given (where the connection comes from). */
+  oneOf?: readonly [string, string];
+  /** Options that, when given, must be positive integers (sizes, intervals, waits). */
+  positiveIntegers?: readonly string[];
+}
+
 /**
- * Checks a store's options: an object, with only `known` keys, and exactly one of the two
- * `oneOf` (where the connection comes from). `source` names the package in messages.
+ * Checks a store's options: an object, with only `known` keys, exactly one of the two `oneOf`
+ * and positive integers where `positiveIntegers` says. `source` names the package in messages.
  *
  * @example
- * checkStoreOptions(options, '@jobs/mysql', KNOWN, ['uri', 'pool']);
+ * checkStoreOptions(options, '@jobs/mysql', KNOWN, { oneOf: ['uri', 'pool'] });
  */
 export function checkStoreOptions(
   options: unknown,
   source: string,
   known: Iterable<string>,
-  oneOf?: readonly [string, string],
+  rules: StoreOptionRules | StoreOptionRules['oneOf'] = {},
 ): void {
+  // `oneOf` alone, as a pair, is the 0.2 signature: still accepted.
+  const { oneOf, positiveIntegers = [] }: StoreOptionRules =
+    rules === undefined || 'length' in rules ? { oneOf: rules } : rules;
   const choice = oneOf ? `\`${oneOf[0]}\` or \`${oneOf[1]}\`` : 'options';
   if (options === null || typeof options !== 'object') {
     throw new ValidationError('options', `[${source}] must be an object with ${choice}`);
   }
   assertKnownOptions(options, known, source);
-  const given = (key: string): boolean => (options as Record<string, unknown>)[key] !== undefined;
+  const values = options as Record<string, unknown>;
+  const given = (key: string): boolean => values[key] !== undefined;
   if (oneOf && given(oneOf[0]) === given(oneOf[1])) {
     throw new ValidationError(oneOf[0], `[${source}] give exactly one of ${choice}`);
+  }
+  for (const key of positiveIntegers) {
+    // assertPositiveInteger rejects anything but a positive safe integer, of any type.
+    if (given(key)) assertPositiveInteger(values[key] as number, key, source);
   }
 }

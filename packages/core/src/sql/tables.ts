@@ -49,6 +49,64 @@ export interface TableDescription {
   checks: { name: string; expression: string }[];
 }
 
+// ---- rows ----
+
+type Time = Date | number;
+type Nullable<K extends string, T> = Record<K, T | null>;
+
+/**
+ * A row of `<prefix>jobs` as the drivers return it for `SELECT *` (`pg`, `mysql2`,
+ * better-sqlite3, and TypeORM over them): times are Dates (epoch ms on SQLite), JSON is parsed
+ * on PostgreSQL (text elsewhere), booleans are 0/1 outside PostgreSQL, the id a bigint (a
+ * decimal string on PostgreSQL and MySQL). MySQL adds the generated `waiting` (1 for a
+ * waiting job, else null) and `neg_priority` (`-priority`) for its acquisition index.
+ */
+export type JobRow = Record<'type' | 'state' | 'queue', string> &
+  Record<'priority' | 'retries_left' | 'attempts', number> &
+  Record<'due_at' | 'created_at', Time> &
+  Nullable<'scope' | 'job_key' | 'tenant_id' | 'lock_owner' | 'lock_token', string> &
+  Nullable<'last_error_message' | 'last_error_stack' | 'suspended_from' | 'schedule_name', string> &
+  Nullable<'lock_expires_at' | 'occurrence', Time> &
+  Nullable<'shard_index' | 'shard_count' | 'scope_limit', number> & {
+    id: string | number;
+    payload: unknown;
+    retry_policy: unknown;
+    /** String headers given at enqueue (JSON). */
+    meta: unknown;
+    /** The handler's latest progress (JSON), written by lease renewals. */
+    progress: unknown;
+    cancel_requested: boolean | number;
+    exclusive: boolean | number;
+    waiting?: number | null;
+    neg_priority?: number;
+  };
+
+/** A row of `<prefix>schedules` (see `JobRow` for the value types). */
+export type ScheduleRow = Record<'skipped' | 'fired' | 'version', number> &
+  Record<'created_at' | 'updated_at', Time> &
+  Record<'paused' | 'pending_misfire', boolean | number> & {
+    name: string;
+    spec: unknown;
+    next_at: Time | null;
+  };
+
+/** Columns of a live job that a finished one does not keep. */
+type LiveOnly = 'state' | 'suspended_from' | 'cancel_requested' | 'waiting' | 'neg_priority';
+type LockOnly = 'lock_owner' | 'lock_expires_at' | 'lock_token';
+
+/** A row of `<prefix>jobs_history`: a finished job (`owner`: its last lock owner) and its outcome. */
+export type HistoryRow = Omit<JobRow, LiveOnly | LockOnly> &
+  Nullable<'owner', string> &
+  Nullable<'duration_ms', string | number> & {
+    outcome: string;
+    result: unknown;
+    finished_at: Time;
+  };
+
+/** A row of `<prefix>jobs_rate_limits`: one rate-limit key's window, times in epoch ms (bigints). */
+export type RateLimitRow = Record<'start_ms' | 'per_ms', string | number> &
+  Nullable<'blocked_until_ms', string | number> & { rate_key: string; used: number };
+
 /**
  * MySQL's generated columns on the jobs table, as `0001_init.sql` declares them: `waiting` (1
  * for a waiting job, else null) and `neg_priority` turn the acquisition order into an

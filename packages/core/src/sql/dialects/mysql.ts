@@ -28,6 +28,7 @@ import {
   tableBaseName,
 } from '../dialect.js';
 import type { Operation, Query } from '../executor.js';
+import { mysqlLockRetries } from '../lock-retries.js';
 import { loadMigrations, type Migration } from '../migrate.js';
 import init from '../migrations/mysql/0001_init.sql';
 import oneSchema from '../migrations/mysql/0002_one_schema.sql';
@@ -315,6 +316,7 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
     onConflictDoNothing: () => '',
     isDuplicateKey,
     isRetryable: (error) => RETRYABLE.has(driverErrno(error) ?? 0),
+    lockRetries: mysqlLockRetries,
     probeBeforeAcquire: false,
 
     // ---- schema ----

@@ -387,6 +387,7 @@ export function postgresDialect({
     onConflictDoNothing: (column) => ` ON CONFLICT (${quote(column)}) DO NOTHING`,
     isDuplicateKey: (error) => driverCode(error) === '23505',
     isRetryable: (error) => RETRYABLE.has(driverCode(error) ?? ''),
+    wakeQuery: (channel) => ({ sql: "SELECT pg_notify(?, '')", params: [channel] }),
     probeBeforeAcquire: false,
     correlatedLimit: true,
 

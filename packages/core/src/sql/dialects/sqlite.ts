@@ -38,6 +38,16 @@ import { INSERT_JOB_COLUMNS, LEASE_EXPIRED_MESSAGE, type SqlRow } from '../rows.
 import { ACQUIRE_ORDER, candidateWhere } from '../scope-rule.js';
 
 /** The numbered migration files (`{{prefix}}` placeholders), for tools that print or copy them. */
+/**
+ * A store's `notify` on SQLite: never sent to the database. An operation yields it where it
+ * made jobs acquirable, and the executor's `onWake` runs once the operation succeeded (this
+ * process's own subscribers; other connections see `PRAGMA data_version` change).
+ */
+export const SQLITE_LOCAL_WAKE: Query = Object.freeze({
+  sql: '-- wake local subscribers',
+  params: [],
+});
+
 export const SQLITE_MIGRATION_FILES: Readonly<Record<string, string>> = {
   '0001_init': init,
   '0002_one_schema': oneSchema,
@@ -155,6 +165,7 @@ export function sqliteDialect(options: SqliteDialectOptions): Dialect {
       (error as { code?: unknown } | null)?.code === 'SQLITE_CONSTRAINT_UNIQUE' ||
       (error as { code?: unknown } | null)?.code === 'SQLITE_CONSTRAINT_PRIMARYKEY',
     isRetryable: isBusy,
+    wakeQuery: () => SQLITE_LOCAL_WAKE,
     probeBeforeAcquire: true,
     migrations: loadMigrations(SQLITE_MIGRATION_FILES, { prefix: tablePrefix }),
     versionTable: `CREATE TABLE IF NOT EXISTS ${table('migrations')} ("version" INTEGER PRIMARY KEY, "applied_at" INTEGER NOT NULL)`,
