@@ -529,6 +529,13 @@ export async function singleEnqueueRates<C>(
   return new Map(contenders.map((c) => [c, (total / (ms.get(c) ?? 1)) * 1000]));
 }
 
+/**
+ * Our tuned configuration's history: failures only (deadlettered and cancelled jobs are kept,
+ * completed ones are not), as a throughput-minded deployment sets it (core README, Throughput).
+ * Every suite's tuned contender uses it with a fixed prefetch.
+ */
+export const TUNED_HISTORY = { keep: 'failed' } as const;
+
 export interface DrainOptions {
   concurrency: number;
   prefetch: number;

@@ -2,7 +2,8 @@
  * `pnpm bench [sqlite|postgres|mysql|typeorm ...] [--quick]`: runs the chosen suites (default:
  * all of them; a suite whose database is unreachable reports that and is skipped) and prints a
  * table per suite with ratios ours ÷ theirs. `pnpm bench plans …` prints the hot statements'
- * query plans instead (`plans.ts`).
+ * query plans instead (`plans.ts`); `pnpm bench baseline …` runs each store as of v1 (before the
+ * SQL core) against today's (`baseline.ts`).
  */
 import { type BenchOptions, type BenchReport, type BenchSuite, printReport } from './harness.js';
 
@@ -57,6 +58,12 @@ async function main(): Promise<void> {
     // `pnpm bench plans [postgres|mysql|sqlite] [--rows N]`: query plans, see plans.ts.
     const { runPlans } = await import('./plans.js');
     await runPlans(argv.slice(1));
+    return;
+  }
+  if (argv[0] === 'baseline') {
+    // `pnpm bench baseline [sqlite|postgres|mysql|typeorm ...] [--quick]`: v1 vs now, see baseline.ts.
+    const { runBaseline } = await import('./baseline.js');
+    await runBaseline(argv.slice(1));
     return;
   }
   const { suites, options } = parseArgs(process.argv.slice(2));

@@ -37,6 +37,7 @@ import {
   reportParts,
   serveWorker,
   singleEnqueueRates,
+  TUNED_HISTORY,
   throughputRuns,
   type WorkerIo,
   type WorkerStats,
@@ -232,7 +233,9 @@ async function sqliteWorker(args: WorkerArgs, io: WorkerIo): Promise<WorkerResul
     const engine = new JobEngine({
       store,
       concurrency: CONCURRENCY,
-      ...(args.contender === 'ours-tuned' ? { prefetch: TUNED_PREFETCH } : {}),
+      ...(args.contender === 'ours-tuned'
+        ? { prefetch: TUNED_PREFETCH, history: TUNED_HISTORY }
+        : {}),
       logger: silentLogger,
       handlers: { [QUEUE]: (job) => onJob(job.payload) },
     });
@@ -332,7 +335,7 @@ export async function runSqliteBench(options: Partial<BenchOptions> = {}): Promi
     notes.push(
       `${total} no-op jobs per run, each contender on a fresh file; ${latencyJobs} latency samples at 50/s, enqueued by this process (another connection); ${singles} single enqueues`,
       "@jobs/sqlite: SqliteJobStore + JobEngine({ concurrency: 10 }) and nothing else (adaptive batches; other connections' commits seen through PRAGMA data_version, checked every 10 ms)",
-      `@jobs/sqlite tuned: the same with prefetch: ${TUNED_PREFETCH}`,
+      `@jobs/sqlite tuned: the same with prefetch: ${TUNED_PREFETCH} and history: { keep: 'failed' } (completed jobs leave no history record)`,
       `plainjob 0.0.14: one queue (it sets WAL, synchronous=NORMAL), ${CONCURRENCY} defineWorker()s (a worker runs one job at a time), pollIntervall ${PEER_POLL_MS} ms; bulk enqueue with addMany`,
       `liteque 0.8.0: its database opened as buildDBClient(file, { walEnabled: true }) does, on better-sqlite3 10.1 (liteque 0.8 fails on 11+: it passes an async function to db.transaction); Runner concurrency ${CONCURRENCY}, pollIntervalMs ${PEER_POLL_MS}; no bulk enqueue (one enqueue per job)`,
       'statements: every statement a worker process ran through better-sqlite3 (run/get/all/iterate/exec) ÷ jobs; SQLite runs in-process, so a statement is a call, not a network round trip',

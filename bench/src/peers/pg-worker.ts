@@ -12,7 +12,13 @@ import { PostgresJobStore } from '@jobs/postgres';
 import { Logger as GraphileLogger, run as runGraphile } from 'graphile-worker';
 import pg from 'pg';
 import { PgBoss } from 'pg-boss';
-import { jobRecorder, measuredWork, serveWorker, type WorkerStats } from '../harness.js';
+import {
+  jobRecorder,
+  measuredWork,
+  serveWorker,
+  TUNED_HISTORY,
+  type WorkerStats,
+} from '../harness.js';
 
 export type Contender = 'ours' | 'ours-tuned' | 'graphile-worker' | 'pg-boss';
 
@@ -60,8 +66,8 @@ serveWorker<PgWorkerArgs, PgWorkerResult>(async (args, io) => {
     const engine = new JobEngine({
       store,
       concurrency: args.concurrency,
-      // Default configuration: no prefetch option (adaptive batches).
-      ...(args.prefetch === null ? {} : { prefetch: args.prefetch }),
+      // Default configuration: no prefetch option (adaptive batches), history of every job.
+      ...(args.prefetch === null ? {} : { prefetch: args.prefetch, history: TUNED_HISTORY }),
       logger: silentLogger,
       handlers: { [args.queue]: async (job) => onJob(job.payload) },
     });
