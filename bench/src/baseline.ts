@@ -51,9 +51,18 @@ import {
 } from './harness.js';
 
 /** v1: the last commit on main before `cbaf54d core/sql: the JobStore contract once…`. */
-const V1_COMMIT = '3198310';
+/**
+ * The commit to compare with: v1 by default; `BENCH_BASELINE_COMMIT=<rev>` compares with any
+ * other (its own worktree under `bench/.baseline/`), e.g. the commit a change started from.
+ */
+const V1_COMMIT = process.env.BENCH_BASELINE_COMMIT ?? '3198310';
 const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const V1_DIR = join(REPO_ROOT, 'bench', '.baseline', 'v1');
+const V1_DIR = join(
+  REPO_ROOT,
+  'bench',
+  '.baseline',
+  process.env.BENCH_BASELINE_COMMIT ? V1_COMMIT : 'v1',
+);
 /** Written once v1 is installed; lists the packages built since. */
 const V1_MARKER = join(V1_DIR, '.bench-baseline.json');
 const V1_LOG = join(REPO_ROOT, 'bench', '.baseline', 'setup.log');
@@ -522,7 +531,7 @@ async function runFamily(
     `${total.toLocaleString('en-US')} no-op jobs per run, each on a fresh ${place}: store.migrate(), bulk enqueue from this process in batches of 1,000 (JobEngine#enqueueMany), then one worker process at new JobEngine({ store, concurrency: 10 }) drains them until none is left; stores with their constructors' defaults`,
     `drain, defaults: nothing else set (v1 leased concurrency = 10 jobs ahead; now adaptive batches of up to 500); drain, prefetch 490: the same fixed batches on both builds; drain, prefetch 490, no history: now with history: { keep: 'none' }, the work v1 did (v1 had no history), v1 as in the line before`,
     `${ROUNDS} rounds, v1 and now taking turns (the order alternates); medians (enqueue: of every run), each run's numbers above`,
-    `v1: commit ${V1_COMMIT}, the last before cbaf54d (core/sql: one SQL core under every store), built in bench/.baseline/v1; now: this checkout's packages/*/dist`,
+    `v1: commit ${V1_COMMIT}${process.env.BENCH_BASELINE_COMMIT ? ' (BENCH_BASELINE_COMMIT)' : ', the last before cbaf54d (core/sql: one SQL core under every store)'}, built in ${relative(REPO_ROOT, V1_DIR)}; now: this checkout's packages/*/dist`,
     'ratios: now ÷ v1; for jobs/s higher is better, for MiB lower is better (issue 10: no store slower by more than 10 %)',
   );
   return {
