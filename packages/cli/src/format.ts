@@ -1,7 +1,12 @@
 /** Plain-text output: aligned tables, short durations, times relative to the store's now. */
 
 // Durations, relative times and scope limits read as on the dashboard: one formatter for both.
-import { type ScopeLimited, scopeLimitOf, scopeLimitText } from '@jobs/dashboard/text';
+import {
+  type ScopeLimited,
+  scopeLimitOf,
+  scopeLimitText,
+  inZone as zonedText,
+} from '@jobs/dashboard/text';
 
 export { duration, relativeText as relative } from '@jobs/dashboard/text';
 
@@ -62,22 +67,7 @@ export function utc(date: Date): string {
 
 /** `2025-03-01 03:00:00 GMT+1` in the time zone `timeZone` (an IANA name). */
 export function inZone(date: Date, timeZone: string): string {
-  const parts = Object.fromEntries(
-    new Intl.DateTimeFormat('en-US', {
-      timeZone,
-      year: 'numeric',
-      month: '2-digit',
-      day: '2-digit',
-      hour: '2-digit',
-      minute: '2-digit',
-      second: '2-digit',
-      hourCycle: 'h23',
-      timeZoneName: 'short',
-    })
-      .formatToParts(date)
-      .map((part) => [part.type, part.value]),
-  );
-  return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second} ${parts.timeZoneName}`;
+  return zonedText(date, timeZone, 'offset');
 }
 
 /** `1 job`, `3 jobs`. */

@@ -1,6 +1,6 @@
 /** How values read on a page: relative times (absolute in a title), counts, JSON (durations: text.ts). */
 import { html, type SafeHtml } from './html.js';
-import { relativeText } from './text.js';
+import { relativeText, inZone as zonedText } from './text.js';
 
 /** ISO-8601 in UTC, to the second. */
 export function utc(at: Date): string {
@@ -13,21 +13,10 @@ export function timeCell(at: Date | null | undefined, now: number): SafeHtml {
   return html`<time datetime="${at.toISOString()}" title="${utc(at)}">${relativeText(at, now)}</time>`;
 }
 
-/** An instant in a time zone: `2026-11-24 03:00:00 Europe/Berlin`. */
+/** An instant in a time zone: `2026-11-24 03:00:00 Europe/Berlin`; UTC for a zone `Intl` lacks. */
 export function inZone(at: Date, timeZone: string): string {
   try {
-    const parts = new Intl.DateTimeFormat('en-CA', {
-      timeZone,
-      year: 'numeric',
-      month: '2-digit',
-      day: '2-digit',
-      hour: '2-digit',
-      minute: '2-digit',
-      second: '2-digit',
-      hourCycle: 'h23',
-    }).formatToParts(at);
-    const get = (type: string): string => parts.find((p) => p.type === type)?.value ?? '';
-    return `${get('year')}-${get('month')}-${get('day')} ${get('hour')}:${get('minute')}:${get('second')} ${timeZone}`;
+    return zonedText(at, timeZone);
   } catch {
     return utc(at);
   }

@@ -54,3 +54,28 @@ export function scopeLimitText(job: ScopeLimited): string | null {
   if (limit === null) return null;
   return limit === 1 ? 'exclusive' : `limit ${limit}`;
 }
+
+/**
+ * An instant's wall-clock time in `timeZone` (an IANA name), labelled with that name
+ * (`2026-11-24 03:00:00 Europe/Berlin`) or, with `label: 'offset'`, with its short offset
+ * (`2026-11-24 03:00:00 GMT+1`). Throws a `RangeError` for a zone `Intl` does not know.
+ */
+export function inZone(at: Date, timeZone: string, label: 'name' | 'offset' = 'name'): string {
+  const parts = Object.fromEntries(
+    new Intl.DateTimeFormat('en-US', {
+      timeZone,
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+      hour: '2-digit',
+      minute: '2-digit',
+      second: '2-digit',
+      hourCycle: 'h23',
+      timeZoneName: 'short',
+    })
+      .formatToParts(at)
+      .map((part) => [part.type, part.value]),
+  );
+  const zone = label === 'offset' ? parts.timeZoneName : timeZone;
+  return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second} ${zone}`;
+}

@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { escapeHtml } from '../src/html.js';
 import { createDashboard } from '../src/index.js';
 import { readJobsPage, SlowReadCache, scanJobs } from '../src/reads.js';
-import { duration, relativeText, scopeLimitOf, scopeLimitText } from '../src/text.js';
+import { duration, inZone, relativeText, scopeLimitOf, scopeLimitText } from '../src/text.js';
 
 async function storeWithJobs(n: number): Promise<MemoryJobStore> {
   const store = new MemoryJobStore();
@@ -145,6 +145,17 @@ describe('@jobs/dashboard/text', () => {
     expect(relativeText(new Date(now + 303_000), now)).toBe('in 5m 3s');
     expect(relativeText(new Date(now - 192_000), now)).toBe('3m 12s ago');
     expect(relativeText(new Date(now + 999), now)).toBe('now');
+  });
+
+  it('inZone gives the wall-clock time in a zone, labelled with its name or its offset', () => {
+    const at = new Date('2026-01-15T02:00:00Z');
+    expect(inZone(at, 'Europe/Berlin')).toBe('2026-01-15 03:00:00 Europe/Berlin');
+    expect(inZone(at, 'Europe/Berlin', 'offset')).toBe('2026-01-15 03:00:00 GMT+1');
+    expect(inZone(new Date('2026-07-15T02:00:00Z'), 'Europe/Berlin', 'offset')).toBe(
+      '2026-07-15 04:00:00 GMT+2',
+    );
+    expect(inZone(at, 'America/New_York')).toBe('2026-01-14 21:00:00 America/New_York');
+    expect(() => inZone(at, 'Not/AZone')).toThrow(RangeError);
   });
 
   it('scopeLimitText reads exclusive for a limit of 1, limit N above, null without', () => {
