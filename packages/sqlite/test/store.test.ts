@@ -576,3 +576,40 @@ describe('store lifecycle', () => {
     expect(readRow(a.db.name, 'SELECT COUNT(*) AS n FROM app_jobs')).toEqual({ n: 1 });
   });
 });
+
+describe('the statement runner', () => {
+  test("rows it builds from better-sqlite3's array rows equal the driver's own row objects", async () => {
+    const { SqliteSyncRunner } = await import('@jobs/core/sql');
+    const db = new Database(':memory:');
+    db.exec(
+      `CREATE TABLE t (id INTEGER PRIMARY KEY, "a b" TEXT, "__proto__" TEXT, n REAL, x BLOB)`,
+    );
+    db.exec(`INSERT INTO t VALUES (1, 'one', 'p', 1.5, x'00ff'), (2, NULL, NULL, NULL, NULL)`);
+    const runner = new SqliteSyncRunner(() => db);
+    const texts = [
+      'SELECT * FROM t ORDER BY id',
+      // Duplicate names: the last one wins, as in the driver's objects.
+      'SELECT id, "a b" AS id, n FROM t ORDER BY id',
+      'SELECT id, "a b", n FROM t ORDER BY id',
+      `UPDATE t SET n = n + 1 RETURNING id, "a b", n, x`,
+    ];
+    db.exec('BEGIN');
+    for (const sql of texts) {
+      const own = db.prepare(sql).all();
+      db.exec('ROLLBACK');
+      db.exec('BEGIN');
+      // Twice: the first run prepares the statement, the second reuses it.
+      for (let i = 0; i < 2; i++) {
+        const rows = runner.execute({ sql, params: [] }).rows;
+        expect(rows, sql).toEqual(own);
+        db.exec('ROLLBACK');
+        db.exec('BEGIN');
+      }
+    }
+    db.exec('ROLLBACK');
+    expect(runner.execute({ sql: 'UPDATE t SET n = 0', params: [] })).toMatchObject({
+      rows: [],
+      affected: 2,
+    });
+  });
+});

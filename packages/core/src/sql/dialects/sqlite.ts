@@ -354,6 +354,38 @@ export interface SqliteStatement {
   readonly reader: boolean;
   all(...params: unknown[]): unknown[];
   run(...params: unknown[]): { changes: number; lastInsertRowid: number | bigint };
+  /** Rows as arrays (better-sqlite3): the runner builds the objects itself, faster. */
+  raw?(on: boolean): unknown;
+  columns?(): { name: string }[];
+}
+
+/** A prepared statement, with the function that makes a row object of its array rows. */
+interface Prepared {
+  statement: SqliteStatement;
+  toRow: ((values: unknown[]) => SqlRow) | null;
+}
+
+/**
+ * A function that makes a row object of a statement's array row. better-sqlite3 builds each
+ * row object through V8's C++ API, ~4 µs for a 28-column job row, most of an acquisition's
+ * cost per job; an object literal of fixed shape costs a tenth of that. Null when the
+ * statement has no array mode, or code generation is off: the driver's rows are used then.
+ */
+function rowMaker(statement: SqliteStatement): Prepared['toRow'] {
+  if (!statement.reader || !statement.raw || !statement.columns) return null;
+  const names = statement.columns().map((column) => column.name);
+  // A literal's `__proto__` key would set the prototype instead of a property.
+  if (names.includes('__proto__')) return null;
+  try {
+    const make = new Function(
+      'v',
+      `return {${names.map((name, i) => `${JSON.stringify(name)}: v[${i}]`).join(', ')}};`,
+    ) as Prepared['toRow'];
+    statement.raw(true);
+    return make;
+  } catch {
+    return null; // --disallow-code-generation-from-strings
+  }
 }
 
 const BEGIN: Query = { sql: 'BEGIN IMMEDIATE', params: [] };
@@ -372,7 +404,7 @@ const UNDO: Query = { sql: 'ROLLBACK TO jobs_sql', params: [] };
  * a busy deadlock), and being synchronous, nothing else uses the connection until COMMIT.
  */
 export class SqliteSyncRunner {
-  private readonly statements = new Map<string, SqliteStatement>();
+  private readonly statements = new Map<string, Prepared>();
   private cachedFor: SqliteConnection | null = null;
 
   /** `own`: the store's connection (read on each use: an app may reconnect it). */
@@ -383,9 +415,10 @@ export class SqliteSyncRunner {
 
   /** Runs one statement on `db` (default: the store's own connection). */
   execute(query: Query, db: SqliteConnection = this.own()): QueryOutcome {
-    const statement = this.prepare(db, query.sql);
+    const { statement, toRow } = this.prepare(db, query.sql);
     if (statement.reader) {
-      const rows = statement.all(...query.params) as SqlRow[];
+      const found = statement.all(...query.params);
+      const rows = toRow ? (found as unknown[][]).map(toRow) : (found as SqlRow[]);
       return { rows, affected: rows.length, insertId: null };
     }
     const info = statement.run(...query.params);
@@ -414,21 +447,22 @@ export class SqliteSyncRunner {
     }
   }
 
-  private prepare(db: SqliteConnection, sql: string): SqliteStatement {
+  private prepare(db: SqliteConnection, sql: string): Prepared {
     const own = this.own();
-    if (db !== own) return db.prepare(sql);
+    if (db !== own) return { statement: db.prepare(sql), toRow: null };
     if (this.cachedFor !== own) {
       this.statements.clear();
       this.cachedFor = own;
     }
-    let statement = this.statements.get(sql);
-    if (!statement) {
-      statement = db.prepare(sql);
-      this.statements.set(sql, statement);
+    let prepared = this.statements.get(sql);
+    if (!prepared) {
+      const statement = db.prepare(sql);
+      prepared = { statement, toRow: rowMaker(statement) };
+      this.statements.set(sql, prepared);
       if (this.statements.size > this.maxStatements) {
         this.statements.delete(this.statements.keys().next().value as string);
       }
     }
-    return statement;
+    return prepared;
   }
 }
