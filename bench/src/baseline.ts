@@ -70,7 +70,8 @@ const PG_URL = process.env.JOBS_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/te
 const MYSQL_URL = process.env.JOBS_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
 const SELF = fileURLToPath(import.meta.url);
 const CONCURRENCY = 10;
-const ROUNDS = 3;
+/** Rounds per store (`BENCH_BASELINE_ROUNDS`, default 3): more narrow a noisy store's medians. */
+const ROUNDS = Number(process.env.BENCH_BASELINE_ROUNDS ?? 3);
 const QUEUE = 'noop';
 /**
  * Each round drains with the engine's defaults (what issue 10 compares) and once more with one

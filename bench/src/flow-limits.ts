@@ -13,14 +13,10 @@
  * Modes alternate within a round so drift on a shared machine hits all of them. Prints jobs/s
  * per run and each mode's median ÷ the plain median.
  *
- * Run alone: `npx tsx bench/src/flow-limits.ts [--quick]` (PostgreSQL at `JOBS_PG_URL`).
+ * `pnpm bench flow [--quick]` (PostgreSQL at `JOBS_PG_URL`).
  */
 import type { EnqueueJobOptions, RateLimit } from '@jobs/core';
 import { drainRate, drainTargets, median } from './drain-targets.js';
-
-const quick = process.argv.includes('--quick');
-const JOBS = quick ? 5_000 : 20_000;
-const ROUNDS = quick ? 2 : 3;
 
 const MODES: Record<string, { options: (i: number) => EnqueueJobOptions; rateLimit?: RateLimit }> =
   {
@@ -39,9 +35,11 @@ const MODES: Record<string, { options: (i: number) => EnqueueJobOptions; rateLim
   };
 type Mode = string;
 
-const targets = drainTargets('flow');
-
-async function main(): Promise<void> {
+export async function runFlowLimits(argv: readonly string[]): Promise<void> {
+  const quick = argv.includes('--quick');
+  const JOBS = quick ? 5_000 : 20_000;
+  const ROUNDS = quick ? 2 : 3;
+  const targets = drainTargets('flow');
   const modes = Object.keys(MODES) as Mode[];
   for (const target of targets) {
     const rates = new Map<Mode, number[]>(modes.map((m) => [m, []]));
@@ -75,5 +73,3 @@ async function main(): Promise<void> {
     }
   }
 }
-
-await main();

@@ -3,7 +3,8 @@
  * all of them; a suite whose database is unreachable reports that and is skipped) and prints a
  * table per suite with ratios ours ÷ theirs. `pnpm bench plans …` prints the hot statements'
  * query plans instead (`plans.ts`); `pnpm bench baseline …` runs each store as of v1 (before the
- * SQL core) against today's (`baseline.ts`).
+ * SQL core) against today's (`baseline.ts`); `pnpm bench flow …` what scope limits and rate
+ * limits cost against plain jobs (`flow-limits.ts`).
  */
 import { type BenchOptions, type BenchReport, type BenchSuite, printReport } from './harness.js';
 
@@ -64,6 +65,12 @@ async function main(): Promise<void> {
     // `pnpm bench baseline [sqlite|postgres|mysql|typeorm ...] [--quick]`: v1 vs now, see baseline.ts.
     const { runBaseline } = await import('./baseline.js');
     await runBaseline(argv.slice(1));
+    return;
+  }
+  if (argv[0] === 'flow') {
+    // `pnpm bench flow [--quick]`: scope limits and rate limits ÷ plain jobs, see flow-limits.ts.
+    const { runFlowLimits } = await import('./flow-limits.js');
+    await runFlowLimits(argv.slice(1));
     return;
   }
   const { suites, options } = parseArgs(process.argv.slice(2));
