@@ -153,6 +153,12 @@ async function openProducer(contender: Contender): Promise<Producer> {
       logger: { level: 'error' },
     });
     const connection = await mysql.createConnection({ uri: urlOf(DATABASES.sidequest) });
+    // The queue's row, as Sidequest.start() would write it: two worker processes starting at
+    // once otherwise both find it missing and one fails on the unique name.
+    await connection.query(
+      "INSERT IGNORE INTO sidequest_queues (name, concurrency, priority, state) VALUES (?, ?, 0, 'active')",
+      [QUEUE, CONCURRENCY],
+    );
     const single = async (payload: object): Promise<void> => {
       // Sidequest's INSERT can deadlock with its own claiming transaction (InnoDB gap locks);
       // it does not retry, so an app would: so does the bench.

@@ -470,6 +470,14 @@ export interface StoreCapabilities {
   /** Several processes may open the same store at once. */
   multiProcess: boolean;
   /**
+   * Calls from one engine run at the same time on separate connections (a pool of more than
+   * one). The engine then writes completions on their own as jobs finish, beside its
+   * acquisitions, instead of holding them for `completeAndAcquire` (one call that does both
+   * on one connection, one after the other). Absent or false: completions ride on the next
+   * acquisition when the store has `completeAndAcquire`.
+   */
+  concurrentCalls?: boolean;
+  /**
    * Scope limits above 1 (`NewJob.scopeLimit`) are kept; absent or false: only exclusive
    * (a limit of 1), and the engine refuses larger limits with a clear error.
    */
@@ -535,7 +543,8 @@ export interface JobStore {
 
   /**
    * Optional hot path: `complete(done)` and `acquire(request)` in one round trip (a PostgreSQL CTE
-   * can), history records included. The engine uses it when present.
+   * can), history records included. The engine uses it when present, unless the store runs
+   * calls concurrently (`capabilities.concurrentCalls`).
    */
   completeAndAcquire?(
     done: readonly JobCompletion[],

@@ -97,3 +97,56 @@ describe('a settle call that took effect but failed', () => {
     );
   });
 });
+
+describe('a run whose completion did not land, and whose job the engine leased again', () => {
+  // On a store with concurrentCalls, acquisitions go on while completions fail; with folded
+  // completions a failing completeAndAcquire stops both, and the case cannot arise.
+  it('is reported lease-lost once, and the new run completed once', async () => {
+    const store = new MemoryJobStore();
+    const capabilities = { ...store.capabilities, concurrentCalls: true };
+    // While `down`, completions and lease renewals fail without taking effect (a cut
+    // connection): the first run's lease lapses, recovery requeues the job, and this engine
+    // leases it again. Both runs' completions then wait in one queue.
+    const state = { down: true };
+    const proxy = new Proxy(store, {
+      get(target, prop) {
+        if (prop === 'capabilities') return capabilities;
+        const value = Reflect.get(target, prop, target);
+        if (typeof value !== 'function') return value;
+        if (['complete', 'completeAndAcquire', 'renewLeases'].includes(prop as string)) {
+          return async (...args: unknown[]) => {
+            if (state.down) throw new Error(`connection reset before ${String(prop)}`);
+            return value.apply(target, args);
+          };
+        }
+        return value.bind(target);
+      },
+    });
+    const log: string[] = [];
+    let runs = 0;
+    const engine = new JobEngine({
+      store: proxy,
+      handlers: {
+        t: async () => {
+          runs += 1;
+        },
+      },
+      leaseMs: 300,
+      concurrency: 1,
+      logger: { debug() {}, info() {}, warn() {}, error() {} },
+    });
+    for (const event of ['completed', 'lease-lost'] as const) {
+      engine.on(event, ({ job }) => log.push(`${event} ${job.attempts}`));
+    }
+    await engine.start();
+    const job = await engine.enqueue('t', {});
+    await until(() => runs === 2, 'the second run');
+    state.down = false;
+    await until(() => log.includes('completed 2'), 'the second run to be completed');
+    await engine.stop();
+    expect(await store.getJob(job.id)).toBeNull();
+    expect(log.filter((line) => line.startsWith('completed'))).toEqual(['completed 2']);
+    expect(log).toContain('lease-lost 1');
+    await store.close();
+  });
+});

@@ -144,6 +144,11 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
         skipLocked: true,
         transactionalEnqueue: true,
         multiProcess: true,
+        concurrentCalls:
+          ((options.pool as unknown as { pool?: { config?: { connectionLimit?: number } } })
+            ?.pool?.config?.connectionLimit ??
+            ownPool.connectionLimit ??
+            10) > 1,
       },
     });
     this.notifier = this.watchWakeSignal(options.notifyIntervalMs ?? 20);

@@ -102,6 +102,8 @@ export class PostgresJobStore extends NotifyingSqlJobStore {
         skipLocked: true,
         transactionalEnqueue: true,
         multiProcess: true,
+        // Completions beside acquisitions, on another pooled connection (not one fused call).
+        concurrentCalls: ((pool as unknown as { options: { max?: number } }).options.max ?? 10) > 1,
       },
       notify: dialect.wakeQuery?.(channel),
     });

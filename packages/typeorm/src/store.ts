@@ -114,6 +114,9 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
         skipLocked: dialect.name !== 'sqlite',
         transactionalEnqueue: true,
         multiProcess: true,
+        concurrentCalls:
+          dialect.name !== 'sqlite' &&
+          (dataSource.options as { poolSize?: number }).poolSize !== 1,
       },
       notify: dialect.wakeQuery?.(channel),
     });

@@ -5,7 +5,8 @@
  *
  * A job enqueued through a running engine wakes the loop at once; other processes are woken by
  * the store's notifications, and polling (adaptive when the store has none) is the fallback.
- * Pending completions ride on the next acquisition when the store has `completeAndAcquire`.
+ * Pending completions ride on the next acquisition when the store has `completeAndAcquire` and
+ * runs one call at a time (`Settlement.foldsCompletions`).
  */
 import type { AcquireRequest, Job } from '../store.js';
 import type { EngineContext } from './context.js';
@@ -149,7 +150,11 @@ export class AcquisitionLoop {
   private async acquireBatch(limit: number): Promise<Job[]> {
     const request = this.acquireRequest(limit);
     const store = this.ctx.options.store;
-    if (store.completeAndAcquire && this.settlement.hasPendingCompletions()) {
+    if (
+      store.completeAndAcquire &&
+      this.settlement.foldsCompletions() &&
+      this.settlement.hasPendingCompletions()
+    ) {
       const done = this.settlement.takePendingCompletions();
       try {
         const result = await store.completeAndAcquire(done.map(completionOf), request);

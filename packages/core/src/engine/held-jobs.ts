@@ -142,6 +142,19 @@ export class HeldJobs {
     return live.length;
   }
 
+  /**
+   * Removes (in place) and returns the runs, completed or cancelled but not yet written, whose
+   * job this engine has leased again since: their write did not land (a completed or cancelled
+   * job is gone, never handed out again), so their lease is over — and one store call must not
+   * carry two settles of one job, whose result names ids, not runs.
+   */
+  takeSuperseded<T>(items: T[], heldOf: (item: T) => HeldJob): HeldJob[] {
+    const superseded = items.filter((item) => !this.isCurrent(heldOf(item)));
+    if (superseded.length === 0) return [];
+    items.splice(0, items.length, ...items.filter((item) => this.isCurrent(heldOf(item))));
+    return superseded.map(heldOf);
+  }
+
   /** Jobs the engine could take now: free slots plus free prefetch buffer. */
   room(): number {
     return this.capacity - this.executing - this.buffer.length;

@@ -29,6 +29,30 @@ export function leaseMargin(leaseMs: number): number {
   return Math.min(5_000, Math.max(1, Math.floor(leaseMs / 5)));
 }
 
+/**
+ * Progress reported after the last renewal is written before the job settles (one renewal
+ * call for the whole batch, only when any finished job has such progress), so the final
+ * value is durable and goes to history. A failure here is reported; the settle goes on.
+ */
+export async function writeFinalProgress(
+  ctx: EngineContext,
+  finished: readonly HeldJob[],
+): Promise<void> {
+  const { store, owner, leaseMs } = ctx.options;
+  const dirty = finished.filter((held) => held.progressDirty && !held.lost);
+  if (dirty.length === 0 || store.capabilities.progress !== true) return;
+  const refs: LeaseRenewalRef[] = dirty.map((held) => ({
+    ...held.ref,
+    progressJson: held.progressJson ?? null,
+  }));
+  try {
+    await store.renewLeases(owner, leaseMs, refs);
+    for (const held of dirty) held.progressDirty = false;
+  } catch (error) {
+    ctx.reportError(error, 'write progress');
+  }
+}
+
 /** How the heartbeat is doing, for `engine.health()`. */
 export interface RenewalStatus {
   /** When a renewal call last succeeded (epoch ms of this process's clock); null before one. */

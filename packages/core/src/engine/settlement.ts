@@ -3,22 +3,21 @@
  * calls, and reports each job's fate once the store answered.
  *
  * - Failures and releases are written on the next tick (`setImmediate` coalescing).
- * - When the store offers `completeAndAcquire`, completions wait up to `COMPLETION_HOLD_MS` for
- *   the acquisition loop's next call and ride on it (one round trip for both); after that they
- *   are written on their own.
+ * - When the store offers `completeAndAcquire` and runs one call at a time (no
+ *   `capabilities.concurrentCalls`), completions wait up to `COMPLETION_HOLD_MS` for the next
+ *   acquisition and ride on it (one round trip for both), else they are written on their own:
+ *   on a pool at once, beside the acquisitions, so the database works on both in parallel.
  * - A failed call is retried with backoff, well inside the lease. Because it may have taken
  *   effect before it failed, a retry that finds the lease gone reads the job to tell "our earlier
  *   call did it" from a lease really lost (an *uncertain settle*).
  */
-import type { JobCompletion, JobFailure, LeaseRenewalRef } from '../store.js';
+import type { JobCompletion, JobFailure } from '../store.js';
 import type { EngineContext } from './context.js';
 import type { HeldJob } from './held-jobs.js';
+import { writeFinalProgress } from './lease-renewal.js';
 import { SettleOutcomes } from './settle-outcomes.js';
 
-/**
- * How long a completion may wait to ride on the next acquisition (`completeAndAcquire`). A busy
- * engine refills within a millisecond or two; a slow one writes its completions on their own.
- */
+/** How long a completion may wait to ride on the next acquisition (a busy engine: 1–2 ms). */
 const COMPLETION_HOLD_MS = 10;
 /** Longest wait before retrying a failed settle call (never more than a quarter lease). */
 const MAX_SETTLE_RETRY_MS = 5_000;
@@ -78,6 +77,15 @@ export class Settlement {
     return this.pendingComplete.length > 0;
   }
 
+  /**
+   * Completions ride on the next acquisition (`completeAndAcquire`) only where the store runs
+   * one call at a time; on a pool they run beside it, on another connection (~1.15× on PostgreSQL).
+   */
+  foldsCompletions(): boolean {
+    const { store } = this.ctx.options;
+    return store.completeAndAcquire !== undefined && store.capabilities.concurrentCalls !== true;
+  }
+
   /** Whether a settle call for `held` is pending (its handler has finished). */
   isSettling(held: HeldJob): boolean {
     return (
@@ -116,12 +124,17 @@ export class Settlement {
     return taken.filter((held) => !held.progressDirty);
   }
 
+  /** The pending completions, less those of runs this engine has leased again (lost). */
   private takeAllCompletions(): HeldJob[] {
     if (this.completionTimer) {
       clearTimeout(this.completionTimer);
       this.completionTimer = null;
     }
-    return this.pendingComplete.splice(0);
+    const taken = this.pendingComplete.splice(0);
+    for (const lost of this.ctx.jobs.takeSuperseded(taken, (held) => held)) {
+      this.ctx.reportLeaseLost(lost);
+    }
+    return taken;
   }
 
   /** Completions taken for a `completeAndAcquire` that failed: write them again, uncertain. */
@@ -136,7 +149,7 @@ export class Settlement {
    * they can ride on the loop's next acquisition (the store does both in one call).
    */
   settleSoon(): void {
-    const folds = this.ctx.options.store.completeAndAcquire !== undefined && this.ctx.running;
+    const folds = this.foldsCompletions() && this.ctx.running;
     if (
       this.pendingFail.length + this.pendingRelease.length + this.pendingCancel.length > 0 ||
       !folds
@@ -194,6 +207,10 @@ export class Settlement {
     const fails = this.pendingFail.splice(0);
     const releases = this.pendingRelease.splice(0);
     const cancels = this.pendingCancel.splice(0);
+    // A job cancelled is gone like one completed (a failed or released one comes back).
+    for (const lost of this.ctx.jobs.takeSuperseded(cancels, (held) => held)) {
+      this.ctx.reportLeaseLost(lost);
+    }
     if (completes.length + fails.length + releases.length + cancels.length === 0) return;
     if (this.detached) {
       // After stop(): a write for a lease that ran out is dropped (the store would refuse it).
@@ -206,18 +223,17 @@ export class Settlement {
         jobs.forgetLapsed(cancels, self, options.leaseMs);
       if (left === 0) return;
     }
-    await this.writeProgress([...completes, ...fails.map((f) => f.held), ...cancels]);
+    await writeFinalProgress(this.ctx, [...completes, ...fails.map((f) => f.held), ...cancels]);
     // After a batch of failures was refused, each is written on its own: one job's bad write
     // (a value the database cannot hold) never holds back the others (invariant 17).
     const splitFails = this.splitFailures && fails.length > 1;
-    const results = await Promise.allSettled([
+    const [completed, failed, released, split, cancelled] = await Promise.allSettled([
       completes.length > 0 ? store.complete(completes.map(completionOf)) : null,
       fails.length > 0 && !splitFails ? store.fail(fails.map((f) => f.failure)) : null,
       releases.length > 0 ? store.release(releases.map((h) => h.ref)) : null,
       splitFails ? this.failOneByOne(fails) : null,
       cancels.length > 0 ? store.cancelHeld?.(cancels.map(completionOf)) : null,
     ]);
-    const [completed, failed, released, split, cancelled] = results;
     let anyFailed = false;
     if (cancelled?.status === 'fulfilled') {
       if (cancelled.value) {
@@ -270,27 +286,6 @@ export class Settlement {
     if (anyFailed) this.scheduleFlush(true);
     else this.settleSoon();
     this.ctx.jobs.changed();
-  }
-
-  /**
-   * Progress reported after the last renewal is written before the job settles (one renewal
-   * call for the whole batch, only when any finished job has such progress), so the final
-   * value is durable and goes to history. A failure here is reported; the settle goes on.
-   */
-  private async writeProgress(finished: readonly HeldJob[]): Promise<void> {
-    const { store, owner, leaseMs } = this.ctx.options;
-    const dirty = finished.filter((held) => held.progressDirty && !held.lost);
-    if (dirty.length === 0 || store.capabilities.progress !== true) return;
-    const refs: LeaseRenewalRef[] = dirty.map((held) => ({
-      ...held.ref,
-      progressJson: held.progressJson ?? null,
-    }));
-    try {
-      await store.renewLeases(owner, leaseMs, refs);
-      for (const held of dirty) held.progressDirty = false;
-    } catch (error) {
-      this.ctx.reportError(error, 'write progress');
-    }
   }
 
   /** Writes each failure in its own store call; the refused ones wait for the next flush. */
