@@ -145,8 +145,8 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
         transactionalEnqueue: true,
         multiProcess: true,
         concurrentCalls:
-          ((options.pool as unknown as { pool?: { config?: { connectionLimit?: number } } })
-            ?.pool?.config?.connectionLimit ??
+          ((options.pool as unknown as { pool?: { config?: { connectionLimit?: number } } })?.pool
+            ?.config?.connectionLimit ??
             ownPool.connectionLimit ??
             10) > 1,
       },

@@ -115,8 +115,7 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
         transactionalEnqueue: true,
         multiProcess: true,
         concurrentCalls:
-          dialect.name !== 'sqlite' &&
-          (dataSource.options as { poolSize?: number }).poolSize !== 1,
+          dialect.name !== 'sqlite' && (dataSource.options as { poolSize?: number }).poolSize !== 1,
       },
       notify: dialect.wakeQuery?.(channel),
     });
