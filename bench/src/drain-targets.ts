@@ -64,13 +64,18 @@ export async function drainRate(
   jobs: number,
   setup: {
     options?: (i: number) => EnqueueJobOptions;
+    /** Enqueues what the measured jobs find waiting before them (not counted). */
+    before?: (client: JobEngine) => Promise<void>;
     engine: Pick<EngineOptions, 'handlers'> & Partial<EngineOptions>;
     check?: (store: JobStore) => Promise<void>;
+    /** `engine.stop({ timeoutMs })` once the measured jobs are done (default: its default). */
+    stopTimeoutMs?: number;
   },
 ): Promise<number> {
   const { store, cleanup } = await target.open();
   try {
     const client = new JobEngine({ store, logger: silentLogger });
+    await setup.before?.(client);
     for (let i = 0; i < jobs; i += 1000) {
       await client.enqueueMany(
         Array.from({ length: Math.min(1000, jobs - i) }, (_, k) => ({
@@ -94,7 +99,9 @@ export async function drainRate(
     await engine.start();
     await all;
     const ms = performance.now() - started;
-    await engine.stop();
+    await engine.stop(
+      setup.stopTimeoutMs === undefined ? undefined : { timeoutMs: setup.stopTimeoutMs },
+    );
     await setup.check?.(store);
     return (jobs / ms) * 1000;
   } finally {

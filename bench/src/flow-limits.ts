@@ -9,30 +9,56 @@
  *   before it finds a free slot — the two cost the same, a limit of N costs what N exclusive
  *   scopes cost;
  * - a type with a rate limit that never binds (`max` 1M per second: the cost of taking starts
- *   from the store's window for every batch).
+ *   from the store's window for every batch);
+ * - plain jobs enqueued after 1,000 or 10,000 jobs of one scope whose 2 slots stay taken: every
+ *   acquisition walks that scope's waiting rows first, so this cost grows with their number
+ *   (issue 15's open item; a blocked set would keep them out of the walk).
  * Modes alternate within a round so drift on a shared machine hits all of them. Prints jobs/s
  * per run and each mode's median ÷ the plain median.
  *
  * `pnpm bench flow [--quick]` (PostgreSQL at `JOBS_PG_URL`).
  */
-import type { EnqueueJobOptions, RateLimit } from '@jobs/core';
+import type { EnqueueJobOptions, JobEngine, RateLimit } from '@jobs/core';
 import { drainRate, drainTargets, median } from './drain-targets.js';
 
-const MODES: Record<string, { options: (i: number) => EnqueueJobOptions; rateLimit?: RateLimit }> =
-  {
-    plain: { options: () => ({}) },
-    'scopeLimit 5 × 1000 scopes': {
-      options: (i) => ({ scope: `s${i % 1000}`, scopeLimit: 5 }),
-    },
-    'scopeLimit 5 × 100 scopes': {
-      options: (i) => ({ scope: `s${i % 100}`, scopeLimit: 5 }),
-    },
-    'exclusive × 500 scopes': { options: (i) => ({ scope: `x${i % 500}`, exclusive: true }) },
-    'rateLimit (never binds)': {
-      options: () => ({}),
-      rateLimit: { max: 1_000_000, perMs: 1_000 },
-    },
-  };
+const MODES: Record<
+  string,
+  { options: (i: number) => EnqueueJobOptions; rateLimit?: RateLimit; backlog?: number }
+> = {
+  plain: { options: () => ({}) },
+  'scopeLimit 5 × 1000 scopes': {
+    options: (i) => ({ scope: `s${i % 1000}`, scopeLimit: 5 }),
+  },
+  'scopeLimit 5 × 100 scopes': {
+    options: (i) => ({ scope: `s${i % 100}`, scopeLimit: 5 }),
+  },
+  'exclusive × 500 scopes': { options: (i) => ({ scope: `x${i % 500}`, exclusive: true }) },
+  'rateLimit (never binds)': {
+    options: () => ({}),
+    rateLimit: { max: 1_000_000, perMs: 1_000 },
+  },
+  'plain behind 1k full-scope': { options: () => ({}), backlog: 1_000 },
+  'plain behind 10k full-scope': { options: () => ({}), backlog: 10_000 },
+};
+
+/**
+ * `backlog` jobs of one scope with `scopeLimit: 2`, enqueued before the measured (plain) jobs:
+ * the first two start and hold their slots until the engine stops, the rest wait — a full
+ * scope's backlog ahead of the plain jobs in acquisition order.
+ */
+async function fullScopeBacklog(client: JobEngine, backlog: number): Promise<void> {
+  for (let i = 0; i < backlog; i += 1000) {
+    await client.enqueueMany(
+      Array.from({ length: Math.min(1000, backlog - i) }, () => ({
+        type: 'held',
+        payload: {},
+        options: { scope: 'tenant-a', scopeLimit: 2 },
+      })),
+    );
+  }
+}
+const holdUntilStopped = (_job: unknown, ctx: { signal: AbortSignal }): Promise<void> =>
+  new Promise((resolve) => ctx.signal.addEventListener('abort', () => resolve()));
 type Mode = string;
 
 export async function runFlowLimits(argv: readonly string[]): Promise<void> {
@@ -51,9 +77,14 @@ export async function runFlowLimits(argv: readonly string[]): Promise<void> {
           rates.get(mode)?.push(
             await drainRate(target, JOBS, {
               options: MODES[mode]?.options,
+              before: async (client) => fullScopeBacklog(client, MODES[mode]?.backlog ?? 0),
               engine: {
-                handlers: { noop: { handler: async () => {}, rateLimit: MODES[mode]?.rateLimit } },
+                handlers: {
+                  noop: { handler: async () => {}, rateLimit: MODES[mode]?.rateLimit },
+                  held: holdUntilStopped,
+                },
               },
+              stopTimeoutMs: 100,
             }),
           );
         }
