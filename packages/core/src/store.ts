@@ -7,7 +7,10 @@
  *   `timer` (waits for its due time, e.g. a delayed job or a retry after backoff),
  *   `async` (due, waiting for an executor), `running` (leased to an owner: acquired, maybe
  *   prefetched and not started yet, or executing), `deadletter` (out of retries; waits for an
- *   operator), `suspended` (parked by an operator; remembers the state it came from).
+ *   operator), `suspended` (parked by an operator; remembers the state it came from),
+ *   `blocked` (a limited job that is due but waits for a slot of its full scope: kept out of
+ *   the acquisition walk and let in, in acquisition order, as slots free up; only on stores
+ *   with `rebalanceScopes`).
  *   A finished job leaves the live table. A store may acquire a due `timer` job straight into
  *   `running`.
  * - **history**: finished jobs kept, when the engine asks for it (`configureHistory`), in a
@@ -51,15 +54,19 @@
  * schedules), `dialects/` (PostgreSQL, MySQL/MariaDB, SQLite), `rows.ts` (the one column list)
  * and `migrate.ts` (the one migration loader, numbered `.sql` files in `migrations/`).
  */
-export type JobState = 'timer' | 'async' | 'running' | 'deadletter' | 'suspended';
+export type JobState = 'timer' | 'async' | 'blocked' | 'running' | 'deadletter' | 'suspended';
 
 export const JOB_STATES: readonly JobState[] = [
   'timer',
   'async',
+  'blocked',
   'running',
   'deadletter',
   'suspended',
 ] as const;
+
+/** The states a job waits in: `timer`, `async`, `blocked`. */
+export type WaitingState = 'timer' | 'async' | 'blocked';
 
 /** The error a failed attempt left on the job. */
 export interface JobError {
@@ -112,7 +119,7 @@ export interface Job<P = unknown> {
   /** Retry policy given for this job; null means the engine's policy for its type. */
   retryPolicy: RetryPolicy | null;
   /** For a suspended job, the state it returns to on activate. */
-  suspendedFrom: 'timer' | 'async' | null;
+  suspendedFrom: WaitingState | null;
   /** Set on jobs created by a schedule. */
   schedule: string | null;
   /** The occurrence (fire time) that created this job. */
@@ -190,6 +197,24 @@ export interface EnqueueResult {
 export interface JobRef {
   id: string;
   token: string;
+  /**
+   * The job's scope when it is limited (exclusive or `scopeLimit`): a store with
+   * `rebalanceScopes` lets the next blocked job of that scope in once the settle freed a slot.
+   * Absent for other jobs; a store without blocked sets ignores it.
+   */
+  scope?: string;
+}
+
+/**
+ * The ref an owner settles `job` with: its id and lease token, and its scope when it is limited
+ * (so a store with blocked sets lets the scope's next job in).
+ */
+export function refOf(job: Job): JobRef {
+  const ref: JobRef = { id: job.id, token: job.lockToken as string };
+  if (job.scope !== null && (job.exclusive || (job.scopeLimit ?? null) !== null)) {
+    ref.scope = job.scope;
+  }
+  return ref;
 }
 
 /**
@@ -608,6 +633,18 @@ export interface JobStore {
    * fewer and an error saying the lease expired; without, they go to the dead-letter area.
    */
   recoverExpiredLeases(limit: number): Promise<RecoverResult>;
+
+  /**
+   * Optional: the blocked set. Brings the given scopes (when absent: all scopes with blocked or
+   * due waiting limited jobs) in line with the scope rule: due waiting limited jobs of a full
+   * scope beyond a short queue become `blocked` (out of the acquisition walk, so a long queue
+   * behind one busy scope costs nothing to jobs of other scopes), and the first blocked jobs
+   * in acquisition order come back (`async`) as slots free up. A store that has it calls it
+   * itself after enqueuing limited jobs, after settling refs that carry a `scope`, after admin
+   * changes, and — for every scope, a sweep that also lets in jobs a race left blocked — after
+   * `recoverExpiredLeases`, which engines call every half lease. Returns how many came back.
+   */
+  rebalanceScopes?(scopes?: readonly string[]): Promise<number>;
 
   /** The earliest due time of a waiting job the request could acquire, or null. */
   nextDueAt(request: Omit<AcquireRequest, 'owner' | 'limit' | 'leaseMs'>): Promise<Date | null>;

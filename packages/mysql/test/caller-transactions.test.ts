@@ -7,17 +7,9 @@
 import { makeNewJob, refOf } from '@jobs/conformance';
 import type { EnqueueResult, NewJob } from '@jobs/core';
 import mysql from 'mysql2/promise';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { MysqlJobStore, MysqlRetryEvent } from '../src/index.js';
-import {
-  createDatabase,
-  dropDatabase,
-  MYSQL_URL,
-  openStore,
-  randomName,
-  reachable,
-  sql,
-} from './helpers.js';
+import { MYSQL_URL, openStore, randomName, reachable, sql, TestDatabase } from './helpers.js';
 
 const CALLERS = 40;
 const ROUNDS = 4;
@@ -25,12 +17,11 @@ const ROUNDS = 4;
 const OWN_KEYS = 30;
 const SHARED_KEYS = 3;
 
-let database = '';
-const stores: MysqlJobStore[] = [];
+const db = new TestDatabase();
 
 async function freshStore(): Promise<MysqlJobStore> {
-  const store = openStore(database, { tablePrefix: `${randomName('t')}_` });
-  stores.push(store);
+  const store = openStore(db.name, { tablePrefix: `${randomName('t')}_` });
+  db.keep(store);
   await store.migrate();
   return store;
 }
@@ -73,18 +64,14 @@ async function enqueueInCallers(
 }
 
 describe.skipIf(!reachable)('@jobs/mysql keyed enqueue in callers’ transactions', () => {
-  beforeAll(async () => {
-    database = await createDatabase();
-  });
-  afterAll(async () => {
-    await Promise.allSettled(stores.map((s) => s.close()));
-    if (database) await dropDatabase(database);
-  });
+  db.register();
 
   it('40 REPEATABLE READ callers enqueueing own and shared keys at once: no deadlock, no rollback, one job per key', async () => {
     const store = await freshStore();
     const connections = await Promise.all(
-      Array.from({ length: CALLERS }, () => mysql.createConnection({ uri: MYSQL_URL, database })),
+      Array.from({ length: CALLERS }, () =>
+        mysql.createConnection({ uri: MYSQL_URL, database: db.name }),
+      ),
     );
     try {
       for (const connection of connections) {
@@ -137,7 +124,9 @@ describe.skipIf(!reachable)('@jobs/mysql keyed enqueue in callers’ transaction
     const store = await freshStore();
     const callers = 20;
     const connections = await Promise.all(
-      Array.from({ length: callers }, () => mysql.createConnection({ uri: MYSQL_URL, database })),
+      Array.from({ length: callers }, () =>
+        mysql.createConnection({ uri: MYSQL_URL, database: db.name }),
+      ),
     );
     try {
       for (const connection of connections) {
@@ -184,8 +173,8 @@ describe.skipIf(!reachable)('@jobs/mysql keyed enqueue in callers’ transaction
   it('a caller transaction left open after keyed enqueues holds back no other caller’s keys', async () => {
     const store = await freshStore();
     const [held] = await store.enqueue([makeNewJob({ key: 'k-5' })]);
-    const open = await mysql.createConnection({ uri: MYSQL_URL, database });
-    const other = await mysql.createConnection({ uri: MYSQL_URL, database });
+    const open = await mysql.createConnection({ uri: MYSQL_URL, database: db.name });
+    const other = await mysql.createConnection({ uri: MYSQL_URL, database: db.name });
     try {
       for (const connection of [open, other]) {
         await connection.query('SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ');
@@ -220,7 +209,7 @@ describe.skipIf(!reachable)('@jobs/mysql keyed enqueue in callers’ transaction
 
   it('a keyed enqueue of a key this transaction already enqueued returns its own job', async () => {
     const store = await freshStore();
-    const connection = await mysql.createConnection({ uri: MYSQL_URL, database });
+    const connection = await mysql.createConnection({ uri: MYSQL_URL, database: db.name });
     try {
       await connection.query('SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ');
       await connection.beginTransaction();
@@ -252,7 +241,7 @@ describe.skipIf(!reachable)('@jobs/mysql keyed enqueue in callers’ transaction
     });
     const events: MysqlRetryEvent[] = [];
     store.onRetry((event) => events.push(event));
-    const blocker = await mysql.createConnection({ uri: MYSQL_URL, database });
+    const blocker = await mysql.createConnection({ uri: MYSQL_URL, database: db.name });
     try {
       await blocker.beginTransaction();
       await blocker.query(`SELECT id FROM ${store.tables.jobs} WHERE id = ? FOR UPDATE`, [

@@ -4,6 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import mysql from 'mysql2/promise';
+import { afterAll, beforeAll } from 'vitest';
 import { MysqlJobStore, type MysqlJobStoreOptions } from '../src/index.js';
 
 export const MYSQL_URL = process.env.JOBS_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
@@ -71,4 +72,35 @@ export async function readRaw(
 ): Promise<Record<string, unknown> | null> {
   const rows = await sql(`SELECT * FROM ${store.tables.jobs} WHERE id = ?`, [id]);
   return rows[0] ?? null;
+}
+
+/**
+ * A test file's own database: `register()` (in its `describe`) creates it before the tests and,
+ * after them, closes every store opened through `store()` or handed to `keep()`, then drops it.
+ */
+export class TestDatabase {
+  /** The database's name, once created. */
+  name = '';
+  private readonly closing: { close(): Promise<unknown> }[] = [];
+
+  register(): void {
+    beforeAll(async () => {
+      this.name = await createDatabase();
+    });
+    afterAll(async () => {
+      await Promise.allSettled(this.closing.map((s) => s.close()));
+      if (this.name) await dropDatabase(this.name);
+    });
+  }
+
+  /** A store on this database (not migrated), closed after the tests. */
+  store(options: Partial<MysqlJobStoreOptions> = {}): MysqlJobStore {
+    return this.keep(openStore(this.name, options));
+  }
+
+  /** Closes `store` after the tests. */
+  keep<S extends { close(): Promise<unknown> }>(store: S): S {
+    this.closing.push(store);
+    return store;
+  }
 }

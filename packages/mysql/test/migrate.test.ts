@@ -7,30 +7,14 @@
 
 import { mysqlDialect } from '@jobs/core/sql';
 import mysql from 'mysql2/promise';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { MysqlJobStore } from '../src/index.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { nativeV1, typeormV1 } from './fixtures/former-schemas.js';
-import {
-  createDatabase,
-  dropDatabase,
-  MYSQL_URL,
-  openStore,
-  randomName,
-  reachable,
-  sql,
-} from './helpers.js';
+import { MYSQL_URL, randomName, reachable, sql, TestDatabase } from './helpers.js';
 
 /** Every schema version this release knows, oldest first. */
 const ALL_VERSIONS = mysqlDialect({ tablePrefix: 'jobs_' }).migrations.map((m) => m.version);
 
-let database = '';
-const opened: MysqlJobStore[] = [];
-
-function storeOn(prefix: string): MysqlJobStore {
-  const store = openStore(database, { tablePrefix: prefix });
-  opened.push(store);
-  return store;
-}
+const db = new TestDatabase();
 
 /** Columns, indexes and table options of the three tables under `prefix`, prefix removed. */
 async function schemaOf(prefix: string): Promise<Record<string, unknown[]>> {
@@ -44,21 +28,21 @@ async function schemaOf(prefix: string): Promise<Record<string, unknown[]>> {
         `SELECT TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, COLUMN_TYPE, IS_NULLABLE, COLUMN_DEFAULT,
            EXTRA, GENERATION_EXPRESSION, COLLATION_NAME
          FROM information_schema.COLUMNS ${where} ORDER BY TABLE_NAME, ORDINAL_POSITION`,
-        [database, ...names],
+        [db.name, ...names],
       ),
     ),
     indexes: strip(
       await sql(
         `SELECT TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX, COLUMN_NAME, NON_UNIQUE
          FROM information_schema.STATISTICS ${where} ORDER BY TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX`,
-        [database, ...names],
+        [db.name, ...names],
       ),
     ),
     tables: strip(
       await sql(
         `SELECT TABLE_NAME, ENGINE, TABLE_COLLATION FROM information_schema.TABLES ${where}
            AND TABLE_NAME NOT LIKE '%jobs\\_migrations' ORDER BY TABLE_NAME`,
-        [database, ...names],
+        [db.name, ...names],
       ),
     ),
   };
@@ -67,14 +51,14 @@ async function schemaOf(prefix: string): Promise<Record<string, unknown[]>> {
 async function tableExists(name: string): Promise<boolean> {
   const rows = await sql(
     'SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?',
-    [database, name],
+    [db.name, name],
   );
   return rows.length > 0;
 }
 
 async function versions(prefix: string): Promise<number[]> {
   const rows = await sql(
-    `SELECT version FROM \`${database}\`.\`${prefix}jobs_migrations\` ORDER BY version`,
+    `SELECT version FROM \`${db.name}\`.\`${prefix}jobs_migrations\` ORDER BY version`,
   );
   return rows.map((row) => Number(row.version));
 }
@@ -82,7 +66,7 @@ async function versions(prefix: string): Promise<number[]> {
 /** A waiting job written straight into the table, as an earlier release would have. */
 async function insertRawJob(prefix: string, type: string): Promise<void> {
   await sql(
-    `INSERT INTO \`${database}\`.\`${prefix}jobs\` (type, payload, state, priority, due_at,
+    `INSERT INTO \`${db.name}\`.\`${prefix}jobs\` (type, payload, state, priority, due_at,
        retries_left, attempts, exclusive, queue, created_at)
      VALUES (?, '{"kept":true}', 'async', 0, UTC_TIMESTAMP(3), 3, 0, 0, 'default', UTC_TIMESTAMP(3))`,
     [type],
@@ -101,15 +85,11 @@ const request = (type: string) => ({
 describe.skipIf(!reachable)('@jobs/mysql schema upgrades', () => {
   let fresh: Record<string, unknown[]> = {};
 
+  db.register();
   beforeAll(async () => {
-    database = await createDatabase();
     const prefix = `${randomName('f')}_`;
-    await storeOn(prefix).migrate();
+    await db.store({ tablePrefix: prefix }).migrate();
     fresh = await schemaOf(prefix);
-  });
-  afterAll(async () => {
-    await Promise.allSettled(opened.map((s) => s.close()));
-    if (database) await dropDatabase(database);
   });
 
   it('a fresh database gets versions 1 and 2, the acquisition index and the generated columns', async () => {
@@ -125,6 +105,7 @@ describe.skipIf(!reachable)('@jobs/mysql schema upgrades', () => {
         'ix_jobs_scope',
         'ix_jobs_lease',
         'ix_jobs_schedule',
+        'ix_jobs_scope_blocked',
       ]),
     );
     const columns = (fresh.columns as { TABLE_NAME: string; COLUMN_NAME: string }[])
@@ -135,10 +116,10 @@ describe.skipIf(!reachable)('@jobs/mysql schema upgrades', () => {
 
   it('a database made by @jobs/mysql 0.1 is adopted: versions move to <prefix>jobs_migrations, its tables stay as they were', async () => {
     const prefix = `${randomName('n')}_`;
-    for (const statement of nativeV1(database, prefix)) await sql(statement);
+    for (const statement of nativeV1(db.name, prefix)) await sql(statement);
     await insertRawJob(prefix, 'old');
     const before = await schemaOf(prefix);
-    const store = storeOn(prefix);
+    const store = db.store({ tablePrefix: prefix });
     await store.migrate();
     expect(await tableExists(`${prefix}migrations`)).toBe(false);
     expect(await versions(prefix)).toEqual(ALL_VERSIONS);
@@ -149,40 +130,40 @@ describe.skipIf(!reachable)('@jobs/mysql schema upgrades', () => {
     const [job] = await store.acquire(request('old'));
     expect(job).toMatchObject({ type: 'old', payload: { kept: true }, state: 'running' });
     // Again: nothing left to adopt or apply.
-    await storeOn(prefix).migrate();
+    await db.store({ tablePrefix: prefix }).migrate();
     expect(await versions(prefix)).toEqual(ALL_VERSIONS);
   });
 
   it("a database made by the TypeORM store's former DDL ends at exactly a fresh migrate()'s schema, its jobs kept", async () => {
     const prefix = `${randomName('t')}_`;
-    for (const statement of typeormV1(database, prefix)) await sql(statement);
+    for (const statement of typeormV1(db.name, prefix)) await sql(statement);
     await insertRawJob(prefix, 'old');
-    const store = storeOn(prefix);
+    const store = db.store({ tablePrefix: prefix });
     await store.migrate();
     expect(await versions(prefix)).toEqual(ALL_VERSIONS);
     expect(await schemaOf(prefix)).toEqual(fresh);
     const [job] = await store.acquire(request('old'));
     expect(job).toMatchObject({ type: 'old', payload: { kept: true }, state: 'running' });
     // 0002 run once more (its version record lost) finds nothing to change.
-    await sql(`DELETE FROM \`${database}\`.\`${prefix}jobs_migrations\` WHERE version = 2`);
-    await storeOn(prefix).migrate();
+    await sql(`DELETE FROM \`${db.name}\`.\`${prefix}jobs_migrations\` WHERE version = 2`);
+    await db.store({ tablePrefix: prefix }).migrate();
     expect(await versions(prefix)).toEqual(ALL_VERSIONS);
     expect(await schemaOf(prefix)).toEqual(fresh);
   });
 
   it("an app's own `migrations` table (TypeORM's: id, timestamp, name) is never taken for a version table", async () => {
     await sql(
-      `CREATE TABLE \`${database}\`.migrations (id INT PRIMARY KEY, timestamp BIGINT NOT NULL, name VARCHAR(255) NOT NULL)`,
+      `CREATE TABLE \`${db.name}\`.migrations (id INT PRIMARY KEY, timestamp BIGINT NOT NULL, name VARCHAR(255) NOT NULL)`,
     );
-    await sql(`INSERT INTO \`${database}\`.migrations VALUES (1, 1700000000000, 'CreateOrders')`);
-    await storeOn('').migrate();
-    expect(await sql(`SELECT * FROM \`${database}\`.migrations`)).toHaveLength(1);
+    await sql(`INSERT INTO \`${db.name}\`.migrations VALUES (1, 1700000000000, 'CreateOrders')`);
+    await db.store({ tablePrefix: '' }).migrate();
+    expect(await sql(`SELECT * FROM \`${db.name}\`.migrations`)).toHaveLength(1);
     expect(await versions('')).toEqual(ALL_VERSIONS);
   });
 
   it('migrationSql() run by hand creates the schema migrate() creates, versions recorded', async () => {
     const prefix = `${randomName('h')}_`;
-    const script = storeOn(prefix).migrationSql();
+    const script = db.store({ tablePrefix: prefix }).migrationSql();
     const connection = await mysql.createConnection({ uri: MYSQL_URL, multipleStatements: true });
     try {
       await connection.query(script);
@@ -191,7 +172,7 @@ describe.skipIf(!reachable)('@jobs/mysql schema upgrades', () => {
     }
     expect(await versions(prefix)).toEqual(ALL_VERSIONS);
     expect(await schemaOf(prefix)).toEqual(fresh);
-    await storeOn(prefix).migrate();
+    await db.store({ tablePrefix: prefix }).migrate();
     expect(await versions(prefix)).toEqual(ALL_VERSIONS);
   });
 });

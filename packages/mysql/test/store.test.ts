@@ -4,59 +4,51 @@
  * settle path, and exclusive scopes under racing stores with due times crossing "now".
  */
 import { makeNewJob, refOf, sleep } from '@jobs/conformance';
-import type { Job, JobStore } from '@jobs/core';
+import type { Job } from '@jobs/core';
 import { mysqlDialect } from '@jobs/core/sql';
 import mysql from 'mysql2/promise';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { MysqlJobStore, type MysqlRetryEvent } from '../src/index.js';
 import {
-  createDatabase,
-  dropDatabase,
   MYSQL_URL,
   openStore,
   randomName,
   reachable,
   readRaw,
   sql,
+  TestDatabase,
 } from './helpers.js';
 
 /** Every schema version this release knows, oldest first. */
 const ALL_VERSIONS = mysqlDialect({ tablePrefix: 'jobs_' }).migrations.map((m) => m.version);
 
-let database = '';
-const opened: JobStore[] = [];
+const db = new TestDatabase();
 
 /** A migrated store on fresh tables of this file's database. */
 async function freshStore(
   options: Parameters<typeof openStore>[1] = {},
 ): Promise<{ store: MysqlJobStore; prefix: string }> {
   const prefix = `${randomName('s')}_`;
-  const store = openStore(database, { tablePrefix: prefix, ...options });
-  opened.push(store);
+  const store = openStore(db.name, { tablePrefix: prefix, ...options });
+  db.keep(store);
   await store.migrate();
   return { store, prefix };
 }
 
 function peerOf(prefix: string, options: Parameters<typeof openStore>[1] = {}): MysqlJobStore {
-  const store = openStore(database, { tablePrefix: prefix, ...options });
-  opened.push(store);
+  const store = openStore(db.name, { tablePrefix: prefix, ...options });
+  db.keep(store);
   return store;
 }
 
 function poolStore(prefix: string, pool: mysql.Pool): MysqlJobStore {
-  const store = new MysqlJobStore({ pool, database, tablePrefix: prefix });
-  opened.push(store);
+  const store = new MysqlJobStore({ pool, database: db.name, tablePrefix: prefix });
+  db.keep(store);
   return store;
 }
 
 describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
-  beforeAll(async () => {
-    database = await createDatabase();
-  });
-  afterAll(async () => {
-    await Promise.allSettled(opened.map((s) => s.close()));
-    if (database) await dropDatabase(database);
-  });
+  db.register();
 
   describe('migrate', () => {
     it('six stores migrating the same empty database at once all succeed and record each version once', async () => {
@@ -64,7 +56,7 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
       const stores = Array.from({ length: 6 }, () => peerOf(prefix));
       await Promise.all(stores.map((s) => s.migrate()));
       const versions = await sql(
-        `SELECT version FROM \`${database}\`.\`${prefix}jobs_migrations\` ORDER BY version`,
+        `SELECT version FROM \`${db.name}\`.\`${prefix}jobs_migrations\` ORDER BY version`,
       );
       expect(versions.map((r) => Number(r.version))).toEqual(ALL_VERSIONS);
       const [job] = await stores[0]!.enqueue([makeNewJob()]);
@@ -74,12 +66,12 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
     it('repairs a half-applied migration: tables present but no version recorded', async () => {
       const { store, prefix } = await freshStore();
       const [kept] = await store.enqueue([makeNewJob({ payload: { keep: true } })]);
-      await sql(`DELETE FROM \`${database}\`.\`${prefix}jobs_migrations\``);
+      await sql(`DELETE FROM \`${db.name}\`.\`${prefix}jobs_migrations\``);
       const again = peerOf(prefix);
       await again.migrate();
       expect(await again.getJob(kept!.job.id)).toMatchObject({ payload: { keep: true } });
       const versions = await sql(
-        `SELECT version FROM \`${database}\`.\`${prefix}jobs_migrations\` ORDER BY version`,
+        `SELECT version FROM \`${db.name}\`.\`${prefix}jobs_migrations\` ORDER BY version`,
       );
       expect(versions.map((r) => Number(r.version))).toEqual(ALL_VERSIONS);
     });
@@ -107,7 +99,7 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
 
     it('an unreachable server is a StoreError naming the package and the operation', async () => {
       const store = new MysqlJobStore({ uri: 'mysql://root@127.0.0.1:1/none' });
-      opened.push(store);
+      db.keep(store);
       await expect(store.migrate()).rejects.toThrow(/^\[@jobs\/mysql\] migrate: /);
       await expect(
         store.acquire({
@@ -127,7 +119,7 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
   describe('enqueue inside the caller transaction', () => {
     it('commits with the caller, rolls back with the caller, and sees keys committed after its snapshot began', async () => {
       const { store } = await freshStore();
-      const pool = mysql.createPool({ uri: MYSQL_URL, database, connectionLimit: 3 });
+      const pool = mysql.createPool({ uri: MYSQL_URL, database: db.name, connectionLimit: 3 });
       try {
         // Rolled back: nothing exists.
         const a = await pool.getConnection();
@@ -187,7 +179,7 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
   describe('ids of a multi-row INSERT when the server spaces auto-increment ids', () => {
     it('bulk enqueue returns the stored ids with auto_increment_increment = 3 (as under Galera)', async () => {
       const { prefix } = await freshStore();
-      const pool = mysql.createPool({ uri: MYSQL_URL, database, connectionLimit: 2 });
+      const pool = mysql.createPool({ uri: MYSQL_URL, database: db.name, connectionLimit: 2 });
       pool.on('connection', (connection) => {
         connection.query('SET SESSION auto_increment_increment = 3');
       });
@@ -219,7 +211,7 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
       await expectStored(
         await store.enqueue([0, 1, 2].map((i) => makeNewJob({ payload: { a: i } }))),
       );
-      const connection = await mysql.createConnection({ uri: MYSQL_URL, database });
+      const connection = await mysql.createConnection({ uri: MYSQL_URL, database: db.name });
       try {
         await connection.query('SET SESSION auto_increment_increment = 3');
         await connection.beginTransaction();
@@ -243,7 +235,7 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
       const { prefix } = await freshStore();
       const pool = mysql.createPool({
         uri: MYSQL_URL,
-        database,
+        database: db.name,
         connectionLimit: 2,
         supportBigNumbers: true,
         bigNumberStrings: true,
@@ -274,7 +266,7 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
       const { store, prefix } = await freshStore();
       const zoned = mysql.createPool({
         uri: MYSQL_URL,
-        database,
+        database: db.name,
         connectionLimit: 2,
         timezone: '+05:30',
       });
@@ -354,7 +346,7 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
       // The store locks rows in id order (X, then Y). The other transaction locks Y, then, once
       // the store holds X and waits for Y, asks for X.
       // It has written more (a heavier transaction), so InnoDB picks the store as the victim.
-      const other = await mysql.createConnection({ uri: MYSQL_URL, database });
+      const other = await mysql.createConnection({ uri: MYSQL_URL, database: db.name });
       try {
         await other.query('CREATE TABLE IF NOT EXISTS ballast (n INT PRIMARY KEY)');
         await other.query('SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED');
@@ -425,14 +417,14 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
 
     it('a lock wait timeout (1205) on a caller pool is retried until the lock is free, and counted', async () => {
       const { prefix } = await freshStore();
-      const pool = mysql.createPool({ uri: MYSQL_URL, database, connectionLimit: 2 });
+      const pool = mysql.createPool({ uri: MYSQL_URL, database: db.name, connectionLimit: 2 });
       pool.on('connection', (connection) => {
         (connection as unknown as { query(s: string): void }).query(
           'SET SESSION innodb_lock_wait_timeout = 1',
         );
       });
       const store = poolStore(prefix, pool);
-      const other = await mysql.createConnection({ uri: MYSQL_URL, database });
+      const other = await mysql.createConnection({ uri: MYSQL_URL, database: db.name });
       try {
         const [job] = await store.enqueue([makeNewJob()]);
         const [held] = await store.acquire({
@@ -495,7 +487,7 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
     it('acquisition walks ix_jobs_acquire in acquisition order, without a filesort', async () => {
       const { store, prefix } = await freshStore();
       // Capture the store's real acquisition statement through a pool that records queries.
-      const pool = mysql.createPool({ uri: MYSQL_URL, database, connectionLimit: 2 });
+      const pool = mysql.createPool({ uri: MYSQL_URL, database: db.name, connectionLimit: 2 });
       const statements: { sql: string; values: unknown[] }[] = [];
       const getConnection = pool.getConnection.bind(pool);
       pool.getConnection = async () => {
@@ -532,7 +524,7 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
         expect(got).toHaveLength(10);
         const acquireSql = statements.find((s) => s.sql.includes('neg_priority'));
         expect(acquireSql).toBeDefined();
-        const connection = await mysql.createConnection({ uri: MYSQL_URL, database });
+        const connection = await mysql.createConnection({ uri: MYSQL_URL, database: db.name });
         try {
           const [plan] = await connection.query<mysql.RowDataPacket[]>(
             `EXPLAIN ${acquireSql!.sql}`,
@@ -552,7 +544,7 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
     it('a job of a scope becoming head while another acquirer is committing a job of that scope waits (due time crossing now)', async () => {
       const { store, prefix } = await freshStore();
       // Store A's acquisition is held between its checks and its UPDATE by a gate in its pool.
-      const pool = mysql.createPool({ uri: MYSQL_URL, database, connectionLimit: 2 });
+      const pool = mysql.createPool({ uri: MYSQL_URL, database: db.name, connectionLimit: 2 });
       let openGate: () => void = () => {};
       const gate = new Promise<void>((resolve) => {
         openGate = resolve;
@@ -633,7 +625,7 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
         makeNewJob(),
       ]);
       const { createHash } = await import('node:crypto');
-      const lockName = `jobs_scope_${createHash('sha1').update(`${database}.${prefix}\u0000busy`).digest('hex')}`;
+      const lockName = `jobs_scope_${createHash('sha1').update(`${db.name}.${prefix}\u0000busy`).digest('hex')}`;
       const other = await mysql.createConnection({ uri: MYSQL_URL });
       try {
         const [got] = await other.query<mysql.RowDataPacket[]>('SELECT GET_LOCK(?, 0) AS got', [
@@ -697,7 +689,7 @@ describe.skipIf(!reachable)('@jobs/mysql specifics', () => {
   describe('enqueue with a callback-style mysql2 connection', () => {
     it('joins its open transaction through .promise()', async () => {
       const { store } = await freshStore();
-      const core = (await import('mysql2')).createConnection({ uri: MYSQL_URL, database });
+      const core = (await import('mysql2')).createConnection({ uri: MYSQL_URL, database: db.name });
       try {
         const p = core.promise();
         await p.beginTransaction();

@@ -145,6 +145,9 @@ export class PgExecutor extends NetworkExecutor<pg.PoolClient> {
    * connections) never give one name to two texts.
    */
   private prepared(query: Query): pg.QueryConfig {
+    if (query.planEachTime) {
+      return { text: this.dialect.placeholders(query.sql), values: query.params as unknown[] };
+    }
     let config = this.statements.get(query.sql);
     if (!config) {
       const text = this.dialect.placeholders(query.sql);

@@ -5,8 +5,10 @@
 import { randomBytes } from 'node:crypto';
 import { makeNewJob } from '@jobs/conformance';
 import type { NewJob } from '@jobs/core';
+import { postgresDialect, SqlJobStore } from '@jobs/core/sql';
 import pg from 'pg';
 import { PostgresJobStore, type PostgresJobStoreOptions } from '../src/index.js';
+import { PgExecutor } from '../src/pg-executor.js';
 
 export { sleep } from '@jobs/conformance';
 
@@ -65,4 +67,23 @@ export async function dropSchema(schema: string): Promise<void> {
 /** A NewJob of `type` with the conformance suite's neutral defaults. */
 export function newJob(type: string, over: Partial<NewJob> = {}): NewJob {
   return makeNewJob({ type, ...over });
+}
+
+/** A store on `schema` with a table prefix (the TypeORM store's layout), on the pg executor
+ * (not migrated). */
+export function prefixedStore(schema: string, prefix: string): SqlJobStore {
+  const pool = new pg.Pool({ connectionString: PG_URL, max: 2 });
+  const dialect = postgresDialect({ tablePrefix: prefix, schema });
+  return new SqlJobStore({
+    label: 'test',
+    name: 'postgres',
+    dialect,
+    executor: new PgExecutor(pool, { connectionString: PG_URL }, true, dialect),
+    capabilities: {
+      notifications: false,
+      skipLocked: true,
+      transactionalEnqueue: false,
+      multiProcess: true,
+    },
+  });
 }

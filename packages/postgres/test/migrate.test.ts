@@ -6,13 +6,20 @@
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { postgresDialect, SqlJobStore } from '@jobs/core/sql';
-import pg from 'pg';
+import { postgresDialect } from '@jobs/core/sql';
 import { describe, expect, it } from 'vitest';
 import { loadMigrations, PostgresJobStore } from '../src/index.js';
-import { PgExecutor } from '../src/pg-executor.js';
 import { typeormV1Statements } from './fixtures/former-schemas.js';
-import { dropSchema, newJob, openStore, PG_URL, randomSchema, reachable, sql } from './helpers.js';
+import {
+  dropSchema,
+  newJob,
+  openStore,
+  PG_URL,
+  prefixedStore,
+  randomSchema,
+  reachable,
+  sql,
+} from './helpers.js';
 
 /** Every schema version this release knows, oldest first. */
 const ALL_VERSIONS = postgresDialect({ tablePrefix: '', schema: null }).migrations.map(
@@ -73,24 +80,6 @@ async function catalog(schema: string): Promise<unknown> {
       [schema],
     ),
   };
-}
-
-/** A store on `schema` with a table prefix (the TypeORM store's layout), on the pg executor. */
-function prefixedStore(schema: string, prefix: string): SqlJobStore {
-  const pool = new pg.Pool({ connectionString: PG_URL, max: 2 });
-  const dialect = postgresDialect({ tablePrefix: prefix, schema });
-  return new SqlJobStore({
-    label: 'test',
-    name: 'postgres',
-    dialect,
-    executor: new PgExecutor(pool, { connectionString: PG_URL }, true, dialect),
-    capabilities: {
-      notifications: false,
-      skipLocked: true,
-      transactionalEnqueue: false,
-      multiProcess: true,
-    },
-  });
 }
 
 async function freshCatalog(prefix: string): Promise<unknown> {

@@ -159,6 +159,7 @@ export class AcquisitionLoop {
       try {
         const result = await store.completeAndAcquire(done.map(completionOf), request);
         this.settlement.outcomes.afterComplete(done, result);
+        this.settlement.wakeForScopes(done);
         return result.jobs;
       } catch (error) {
         this.settlement.retryCompletions(done);

@@ -2,7 +2,7 @@
  * The jobs this engine holds a lease on: prefetched ones waiting in a bounded buffer (leased,
  * not started), executing ones, and finished ones whose settle call is still being written.
  */
-import type { Job, JobCompletion, JobRef } from '../store.js';
+import { type Job, type JobCompletion, type JobRef, refOf } from '../store.js';
 import { monotonicNow } from './lease-renewal.js';
 
 /**
@@ -107,7 +107,7 @@ export class HeldJobs {
     for (const job of jobs) {
       const held: HeldJob = {
         job,
-        ref: { id: job.id, token: job.lockToken as string },
+        ref: refOf(job),
         controller: null,
         startedAt: 0,
         leaseSentAt: sentAt,

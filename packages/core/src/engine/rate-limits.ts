@@ -11,7 +11,7 @@
  * same way when its handler returns.
  */
 import { JobsError, ValidationError } from '../errors.js';
-import type { Job, JobRef, JobStore, RateTokenRequest } from '../store.js';
+import { type Job, type JobRef, type JobStore, type RateTokenRequest, refOf } from '../store.js';
 import type { RateLimit } from './types.js';
 import { assertInteger } from './validate.js';
 
@@ -175,8 +175,4 @@ export class RateLimits {
     );
     return lost.length === 0;
   }
-}
-
-function refOf(job: Job): JobRef {
-  return { id: job.id, token: job.lockToken as string };
 }

@@ -172,6 +172,12 @@ export class Settlement {
     }, COMPLETION_HOLD_MS);
   }
 
+  /** Limited jobs settled: their scopes' next jobs may be back from blocked, acquirable. */
+  wakeForScopes(settled: readonly HeldJob[]): void {
+    const { store } = this.ctx.options;
+    if (store.rebalanceScopes && settled.some((h) => h.ref.scope)) this.ctx.wakeup.wake();
+  }
+
   scheduleFlush(afterFailure: boolean): void {
     if (this.flushScheduled) return;
     this.flushScheduled = true;
@@ -234,6 +240,7 @@ export class Settlement {
       splitFails ? this.failOneByOne(fails) : null,
       cancels.length > 0 ? store.cancelHeld?.(cancels.map(completionOf)) : null,
     ]);
+    this.wakeForScopes([...completes, ...fails.map((f) => f.held), ...releases, ...cancels]);
     let anyFailed = false;
     if (cancelled?.status === 'fulfilled') {
       if (cancelled.value) {

@@ -68,7 +68,7 @@ interface StoredSpec {
   anchor: string;
 }
 
-const UNFINISHED = ['timer', 'async', 'running'] as const;
+const UNFINISHED = ['timer', 'async', 'blocked', 'running'] as const;
 const MAX_PASSES = 5;
 /** Backoff of a schedule whose fire failed: from 1 s, doubling, at most a minute. */
 const FAILED_FIRE_BACKOFF_MS = { first: 1_000, max: 60_000 };

@@ -118,6 +118,22 @@ export interface Dialect {
    * row among the scope's first `N - running`" as one ordered probe (see `scope-rule.ts`).
    */
   readonly correlatedLimit?: boolean;
+  /**
+   * Rows have the generated `neg_priority` (`-priority`) that ascending indexes order by
+   * (MySQL/MariaDB): the scope rule compares priorities through it, so its probes are ranges.
+   */
+  readonly negPriority?: boolean;
+  /**
+   * A parameter that takes a whole array of `type` (PostgreSQL: `?::text[]`): shared statements
+   * over lists then keep one text, prepared once, whatever the list's length.
+   */
+  arrayParam?(type: 'text' | 'bigint'): string;
+  /**
+   * Written after the jobs table's alias where a read asks for one scope's rows of one state
+   * (MySQL/MariaDB: `FORCE INDEX (ix_jobs_scope_blocked)`, whose `(scope, state, …)` the
+   * optimizer otherwise passes over for `(scope)`, reading the scope's whole backlog).
+   */
+  readonly scopeIndexHint?: string;
 
   // ---- schema ----
   /** Numbered schema migrations, oldest first (see `migrate.ts`). */

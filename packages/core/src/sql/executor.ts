@@ -11,6 +11,12 @@ import type { SqlRow } from './rows.js';
 export interface Query {
   sql: string;
   params: readonly unknown[];
+  /**
+   * Plan with this call's values every time: a driver that prepares statements (and so may
+   * reuse a plan made when the table was empty) runs it unprepared. For statements whose best
+   * plan depends on how many rows there are, off the hot path.
+   */
+  planEachTime?: boolean;
 }
 
 /** What a statement returned, the same shape for every driver. */

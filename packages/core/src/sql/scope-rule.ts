@@ -16,6 +16,13 @@
  * second job running beside its own). `N` is the waiting job's own limit: with mixed limits in
  * one scope, each job checks the scope against its own. A dialect that decides on a snapshot
  * re-checks limited rows under a lock (`Dialect.acquireExclusive` or its own `acquire`).
+ *
+ * Blocked rows (state `blocked`, see `operations/scopes.ts`) are due waiting limited jobs kept
+ * out of the walk while their scope is full. They still keep their place: a limited row starts
+ * only when no blocked row of its scope ranks ahead of it, so a row that enters the waiting set
+ * behind a blocked one (a retry come due, a release) waits until the blocked one is let in,
+ * whenever that happens. Three index probes of the blocked rows, each stopping at the first
+ * entry, say so — not a scan of the scope's blocked rows, whose number is the backlog.
  */
 import type { AcquireRequest } from '../store.js';
 import { type Dialect, marks } from './dialect.js';
@@ -64,9 +71,35 @@ export function candidateWhere(
 }
 
 /** What the scope rule needs of a dialect. */
-export type ScopeRuleDialect = Pick<Dialect, 'now' | 'TRUE' | 'quote'> & {
+export type ScopeRuleDialect = Pick<
+  Dialect,
+  'now' | 'TRUE' | 'quote' | 'negPriority' | 'scopeIndexHint'
+> & {
   correlatedLimit?: boolean;
 };
+
+/** The jobs table as `alias`, with the dialect's scope index hint (MySQL) when it has one. */
+function scoped(d: ScopeRuleDialect, jobs: string, alias: string): string {
+  return `${jobs} ${alias}${d.scopeIndexHint ? ` ${d.scopeIndexHint}` : ''}`;
+}
+
+/**
+ * True when no blocked row of `j`'s scope ranks ahead of `j` (acquisition order): one probe when
+ * nothing of the scope is blocked; else a probe each for a higher priority, an earlier due time
+ * at the same priority, and an earlier id at the same both — each a range of the blocked rows'
+ * scope index, so each stops at once. With
+ * `negPriority` (MySQL) the priority is compared through the indexed `neg_priority`.
+ */
+export function noBlockedAhead(d: ScopeRuleDialect, alias: string, jobs: string): string {
+  const j = alias;
+  const [col, higher] = d.negPriority ? ['neg_priority', '<'] : ['priority', '>'];
+  const blocked = (cond: string): string => `NOT EXISTS (SELECT 1 FROM ${scoped(d, jobs, 'b')}
+      WHERE b.scope = ${j}.scope AND b.state = 'blocked' AND ${cond})`;
+  // The usual answer (nothing of the scope is blocked) in one probe.
+  return `(${blocked('1 = 1')} OR (${blocked(`b.${col} ${higher} ${j}.${col}`)}
+    AND ${blocked(`b.${col} = ${j}.${col} AND b.due_at < ${j}.due_at`)}
+    AND ${blocked(`b.${col} = ${j}.${col} AND b.due_at = ${j}.due_at AND b.id < ${j}.id`)}))`;
+}
 
 /**
  * True for a row that is not limited, or may start within its scope's limit.
@@ -92,19 +125,21 @@ export function scopeHeadIsFree(d: ScopeRuleDialect, alias: string, jobs: string
   const j = alias;
   const ex = d.quote('exclusive');
   const limit = `COALESCE(${j}.scope_limit, 1)`;
-  const running = `(SELECT COUNT(*) FROM ${jobs} r WHERE r.scope = ${j}.scope AND r.${ex} = ${d.TRUE}
+  const running = `(SELECT COUNT(*) FROM ${scoped(d, jobs, 'r')} WHERE r.scope = ${j}.scope AND r.${ex} = ${d.TRUE}
       AND r.state = 'running')`;
   const waiting = (w: string): string => `${w}.scope = ${j}.scope AND ${w}.${ex} = ${d.TRUE}
       AND ${w}.state IN ('timer', 'async') AND ${w}.due_at <= ${d.now}`;
+  const inLine = noBlockedAhead(d, j, jobs);
   if (d.correlatedLimit) {
-    return `${j}.id IN (SELECT w.id FROM ${jobs} w WHERE ${waiting('w')}
-      ORDER BY w.priority DESC, w.due_at, w.id LIMIT GREATEST(0, ${limit} - ${running}))`;
+    return `${j}.id IN (SELECT w.id FROM ${scoped(d, jobs, 'w')} WHERE ${waiting('w')}
+      ORDER BY w.priority DESC, w.due_at, w.id LIMIT GREATEST(0, ${limit} - ${running}))
+      AND ${inLine}`;
   }
-  const ahead = `(SELECT COUNT(*) FROM ${jobs} w WHERE ${waiting('w')} AND w.priority > ${j}.priority)
-      + (SELECT COUNT(*) FROM ${jobs} w WHERE ${waiting('w')} AND w.priority = ${j}.priority
+  const ahead = `(SELECT COUNT(*) FROM ${scoped(d, jobs, 'w')} WHERE ${waiting('w')} AND w.priority > ${j}.priority)
+      + (SELECT COUNT(*) FROM ${scoped(d, jobs, 'w')} WHERE ${waiting('w')} AND w.priority = ${j}.priority
         AND (w.due_at < ${j}.due_at OR (w.due_at = ${j}.due_at AND w.id < ${j}.id)))`;
   return `CASE WHEN ${running} >= ${limit} THEN 1 = 0
-    WHEN ${limit} = 1 THEN ${j}.id = (SELECT w.id FROM ${jobs} w WHERE ${waiting('w')}
+    WHEN ${limit} = 1 THEN ${j}.id = (SELECT w.id FROM ${scoped(d, jobs, 'w')} WHERE ${waiting('w')}
       ORDER BY w.priority DESC, w.due_at, w.id LIMIT 1)
-    ELSE ${running} + ${ahead} < ${limit} END`;
+    ELSE ${running} + ${ahead} < ${limit} END AND ${inLine}`;
 }

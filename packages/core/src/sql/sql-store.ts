@@ -46,6 +46,7 @@ import type {
   StatsRow,
   StoreCapabilities,
 } from '../store.js';
+import { refOf } from '../store.js';
 import { type Dialect, isJobId } from './dialect.js';
 import type { Executor, Operation, Query, RunOptions } from './executor.js';
 import type { LockRetries } from './lock-retries.js';
@@ -59,6 +60,7 @@ import * as history from './operations/history.js';
 import * as limits from './operations/limits.js';
 import * as recovery from './operations/recover.js';
 import * as schedules from './operations/schedules.js';
+import * as blocking from './operations/scopes.js';
 import * as settlement from './operations/settle.js';
 import { readBool, type SqlRow } from './rows.js';
 
@@ -73,6 +75,9 @@ export interface SqlJobStoreOptions {
   /** A statement that wakes engines elsewhere, sent in the transaction that made jobs due. */
   notify?: Query | null;
 }
+
+/** Scopes of leased limited jobs remembered at most (see `noteScopes`). */
+const MAX_LEASED_SCOPES = 100_000;
 
 /** Times a whole operation is run again after a deadlock or lock-wait error. */
 const WRITE_RETRIES = 3;
@@ -108,6 +113,8 @@ export class SqlJobStore implements JobStore {
   /** Deadlock / lock-wait retries with backoff, where the dialect has them (MySQL/MariaDB). */
   protected readonly lockRetries: LockRetries | null;
   protected closed = false;
+  /** Limited jobs leased by this store and not settled through it yet: id → scope. */
+  private readonly leasedScopes = new Map<string, string>();
 
   constructor(options: SqlJobStoreOptions) {
     this.name = options.name;
@@ -204,10 +211,15 @@ export class SqlJobStore implements JobStore {
     return this.run('now', () => enqueueing.now(this.context), { transaction: false });
   }
 
-  /** Inserts jobs in one transaction; with `{ tx }`, in the caller's open transaction. */
-  enqueue(jobs: readonly NewJob[], options?: EnqueueOptions): Promise<EnqueueResult[]> {
+  /**
+   * Inserts jobs in one transaction; with `{ tx }`, in the caller's open transaction. Then,
+   * outside the caller's transaction, blocks what limited jobs cannot start soon
+   * (`rebalanceScopes`): in it, other rebalances would not see those writes until the caller
+   * commits, so settles and the sweep take care of them instead.
+   */
+  async enqueue(jobs: readonly NewJob[], options?: EnqueueOptions): Promise<EnqueueResult[]> {
     const tx = options?.tx ?? undefined;
-    return this.run('enqueue', () => enqueueing.enqueue(this.context, jobs), {
+    const results = await this.run('enqueue', () => enqueueing.enqueue(this.context, jobs), {
       // A dialect's own enqueue is one statement (plus reads): atomic without a transaction,
       // unless the dialect says these jobs need one.
       transaction: this.dialect.enqueueJobs
@@ -216,6 +228,10 @@ export class SqlJobStore implements JobStore {
       retries: WRITE_RETRIES,
       ...(tx === undefined || tx === null ? {} : { tx }),
     });
+    const scopes = tx === undefined || tx === null ? enqueueing.limitedScopes(jobs) : [];
+    // Its own call: a retry of it must never insert the jobs again.
+    if (scopes.length > 0) await this.rebalanceScopes(scopes).catch(() => 0);
+    return results;
   }
 
   /**
@@ -257,9 +273,9 @@ export class SqlJobStore implements JobStore {
         transaction: true,
         retries: WRITE_RETRIES,
       });
-      return acquisition.toJobs(locked);
+      return this.noteScopes(acquisition.toJobs(locked));
     }
-    return acquisition.toJobs(await this.recheck(rows, token));
+    return this.noteScopes(acquisition.toJobs(await this.recheck(rows, token)));
   }
 
   /** See `Dialect.recheckExclusive`. */
@@ -276,7 +292,14 @@ export class SqlJobStore implements JobStore {
    * `complete(done)` then `acquire(request)` in one call: one statement where the dialect fuses
    * them (PostgreSQL), else one transaction on one connection.
    */
-  async completeAndAcquire(
+  completeAndAcquire(
+    done: readonly JobCompletion[],
+    request: AcquireRequest,
+  ): Promise<{ lost: string[]; jobs: Job[] }> {
+    return this.afterSettle(done, this.completeThenAcquire(done, request));
+  }
+
+  private async completeThenAcquire(
     done: readonly JobCompletion[],
     request: AcquireRequest,
   ): Promise<{ lost: string[]; jobs: Job[] }> {
@@ -326,10 +349,11 @@ export class SqlJobStore implements JobStore {
    * See `JobStore.completeInTransaction`: `work`'s writes and the fenced completion commit
    * together, or not at all. Needs an executor with `transaction`.
    */
-  async completeInTransaction<T>(
-    ref: JobCompletion,
-    work: (tx: unknown) => Promise<T>,
-  ): Promise<T> {
+  completeInTransaction<T>(ref: JobCompletion, work: (tx: unknown) => Promise<T>): Promise<T> {
+    return this.afterSettle([ref], this.completeWith(ref, work));
+  }
+
+  private async completeWith<T>(ref: JobCompletion, work: (tx: unknown) => Promise<T>): Promise<T> {
     if (!this.executor.transaction) {
       throw new StoreError(
         `[${this.label}] ctx.transaction: this store cannot open a transaction for a handler`,
@@ -347,20 +371,26 @@ export class SqlJobStore implements JobStore {
   }
 
   complete(jobs: readonly JobCompletion[]): Promise<SettleResult> {
-    return this.run('complete', () => settlement.complete(this.context, jobs), {
-      // `Dialect.completeHeld` is one statement: no transaction needed (unless history is kept).
-      transaction: settlement.completeNeedsTransaction(this.context),
-      retries: WRITE_RETRIES,
-    });
+    return this.afterSettle(
+      jobs,
+      this.run('complete', () => settlement.complete(this.context, jobs), {
+        // `Dialect.completeHeld` is one statement: no transaction needed (unless history is kept).
+        transaction: settlement.completeNeedsTransaction(this.context),
+        retries: WRITE_RETRIES,
+      }),
+    );
   }
 
   fail(failures: readonly JobFailure[]): Promise<SettleResult> {
-    return this.run('fail', () => settlement.fail(this.context, failures), {
-      transaction:
-        !this.dialect.failHeldAtomic &&
-        (settlement.settleNeedsTransaction(this.context) || failures.length > 1),
-      retries: WRITE_RETRIES,
-    });
+    return this.afterSettle(
+      failures,
+      this.run('fail', () => settlement.fail(this.context, failures), {
+        transaction:
+          !this.dialect.failHeldAtomic &&
+          (settlement.settleNeedsTransaction(this.context) || failures.length > 1),
+        retries: WRITE_RETRIES,
+      }),
+    );
   }
 
   takeRateTokens(requests: readonly RateTokenRequest[]): Promise<RateTokenGrant[]> {
@@ -371,17 +401,23 @@ export class SqlJobStore implements JobStore {
   }
 
   deferJobs(jobs: readonly JobRef[], delayMs: number): Promise<SettleResult> {
-    return this.run('deferJobs', () => limits.deferJobs(this.context, jobs, delayMs), {
-      transaction: settlement.settleNeedsTransaction(this.context),
-      retries: WRITE_RETRIES,
-    });
+    return this.afterSettle(
+      jobs,
+      this.run('deferJobs', () => limits.deferJobs(this.context, jobs, delayMs), {
+        transaction: settlement.settleNeedsTransaction(this.context),
+        retries: WRITE_RETRIES,
+      }),
+    );
   }
 
   release(jobs: readonly JobRef[]): Promise<SettleResult> {
-    return this.run('release', () => settlement.release(this.context, jobs), {
-      transaction: settlement.settleNeedsTransaction(this.context),
-      retries: WRITE_RETRIES,
-    });
+    return this.afterSettle(
+      jobs,
+      this.run('release', () => settlement.release(this.context, jobs), {
+        transaction: settlement.settleNeedsTransaction(this.context),
+        retries: WRITE_RETRIES,
+      }),
+    );
   }
 
   renewLeases(
@@ -396,15 +432,62 @@ export class SqlJobStore implements JobStore {
     );
   }
 
+  /** Also sweeps the blocked sets (see `JobStore.rebalanceScopes`): recovered jobs free slots. */
   recoverExpiredLeases(limit: number): Promise<RecoverResult> {
-    return this.run(
-      'recoverExpiredLeases',
-      () => recovery.recoverExpiredLeases(this.context, limit),
-      {
+    return this.afterChange(
+      this.run('recoverExpiredLeases', () => recovery.recoverExpiredLeases(this.context, limit), {
         transaction: !this.dialect.recoverExpiredLeases,
         retries: WRITE_RETRIES,
-      },
+      }),
     );
+  }
+
+  /** See `JobStore.rebalanceScopes` and `operations/scopes.ts`. */
+  rebalanceScopes(scopes?: readonly string[], afterSettle = false): Promise<number> {
+    // No transaction: every write re-checks the state it moves a row from.
+    return this.run(
+      'rebalanceScopes',
+      () => blocking.rebalanceScopes(this.context, scopes, afterSettle),
+      { transaction: false, retries: WRITE_RETRIES },
+    );
+  }
+
+  /** Remembers the scopes of limited jobs leased here, for settles whose refs do not say. */
+  private noteScopes(jobs: Job[]): Job[] {
+    for (const job of jobs) {
+      const scope = refOf(job).scope;
+      if (scope !== undefined) this.leasedScopes.set(job.id, scope);
+    }
+    // Leases never settled here (lost, or settled by another process) must not pile up.
+    for (const id of this.leasedScopes.keys()) {
+      if (this.leasedScopes.size <= MAX_LEASED_SCOPES) break;
+      this.leasedScopes.delete(id);
+    }
+    return jobs;
+  }
+
+  /**
+   * `settled`, after which the scopes of limited jobs among `refs` (named by the ref, or leased
+   * here) get their next blocked jobs in. A failure there is not the settle's: the sweep after
+   * the next expired-lease recovery lets those jobs in.
+   */
+  private async afterSettle<T>(refs: readonly JobRef[], settled: Promise<T>): Promise<T> {
+    const result = await settled;
+    const scopes: string[] = [];
+    for (const ref of refs) {
+      const scope = ref.scope ?? this.leasedScopes.get(ref.id);
+      this.leasedScopes.delete(ref.id);
+      if (scope !== undefined) scopes.push(scope);
+    }
+    if (scopes.length > 0) await this.rebalanceScopes(scopes, true).catch(() => 0);
+    return result;
+  }
+
+  /** `changed` (an operator's write), after which every scope is rebalanced (rare, cheap). */
+  private async afterChange<T>(changed: Promise<T>): Promise<T> {
+    const result = await changed;
+    await this.rebalanceScopes().catch(() => 0);
+    return result;
   }
 
   nextDueAt(request: Omit<AcquireRequest, 'owner' | 'limit' | 'leaseMs'>): Promise<Date | null> {
@@ -426,31 +509,40 @@ export class SqlJobStore implements JobStore {
   }
 
   retryDeadletter(id: string, retries: number): Promise<Job | null> {
-    return this.run('retryDeadletter', () => admin.retryDeadletter(this.context, id, retries), {
-      transaction: true,
-      retries: WRITE_RETRIES,
-    });
+    return this.afterChange(
+      this.run('retryDeadletter', () => admin.retryDeadletter(this.context, id, retries), {
+        transaction: true,
+        retries: WRITE_RETRIES,
+      }),
+    );
   }
 
   cancel(id: string): Promise<CancelOutcome> {
-    return this.run('cancel', () => cancellation.cancel(this.context, id), {
-      transaction: true,
-      retries: WRITE_RETRIES,
-    });
+    return this.afterChange(
+      this.run('cancel', () => cancellation.cancel(this.context, id), {
+        transaction: true,
+        retries: WRITE_RETRIES,
+      }),
+    );
   }
 
   cancelHeld(jobs: readonly JobCompletion[]): Promise<SettleResult> {
-    return this.run('cancelHeld', () => cancellation.cancelHeld(this.context, jobs), {
-      transaction: true,
-      retries: WRITE_RETRIES,
-    });
+    return this.afterSettle(
+      jobs,
+      this.run('cancelHeld', () => cancellation.cancelHeld(this.context, jobs), {
+        transaction: true,
+        retries: WRITE_RETRIES,
+      }),
+    );
   }
 
   deleteJob(id: string): Promise<boolean> {
-    return this.run('deleteJob', () => admin.deleteJob(this.context, id), {
-      transaction: admin.deleteNeedsTransaction(this.context),
-      retries: WRITE_RETRIES,
-    });
+    return this.afterChange(
+      this.run('deleteJob', () => admin.deleteJob(this.context, id), {
+        transaction: admin.deleteNeedsTransaction(this.context),
+        retries: WRITE_RETRIES,
+      }),
+    );
   }
 
   countJobs(filter: JobFilter, cap?: number): Promise<number> {
@@ -460,18 +552,22 @@ export class SqlJobStore implements JobStore {
   }
 
   retryDeadletterMany(filter: JobFilter, retries: number, limit: number): Promise<number> {
-    return this.run(
-      'retryDeadletterMany',
-      () => admin.retryDeadletterMany(this.context, filter, retries, limit),
-      { transaction: true, retries: WRITE_RETRIES },
+    return this.afterChange(
+      this.run(
+        'retryDeadletterMany',
+        () => admin.retryDeadletterMany(this.context, filter, retries, limit),
+        { transaction: true, retries: WRITE_RETRIES },
+      ),
     );
   }
 
   deleteMany(filter: JobFilter, limit: number): Promise<number> {
-    return this.run('deleteMany', () => admin.deleteMany(this.context, filter, limit), {
-      transaction: true,
-      retries: WRITE_RETRIES,
-    });
+    return this.afterChange(
+      this.run('deleteMany', () => admin.deleteMany(this.context, filter, limit), {
+        transaction: true,
+        retries: WRITE_RETRIES,
+      }),
+    );
   }
 
   // ---- history ----
@@ -505,17 +601,21 @@ export class SqlJobStore implements JobStore {
   }
 
   suspend(filter: JobFilter): Promise<number> {
-    return this.run('suspend', () => admin.suspend(this.context, filter), {
-      transaction: false,
-      retries: WRITE_RETRIES,
-    });
+    return this.afterChange(
+      this.run('suspend', () => admin.suspend(this.context, filter), {
+        transaction: false,
+        retries: WRITE_RETRIES,
+      }),
+    );
   }
 
   activate(filter: JobFilter): Promise<number> {
-    return this.run('activate', () => admin.activate(this.context, filter), {
-      transaction: true,
-      retries: WRITE_RETRIES,
-    });
+    return this.afterChange(
+      this.run('activate', () => admin.activate(this.context, filter), {
+        transaction: true,
+        retries: WRITE_RETRIES,
+      }),
+    );
   }
 
   stats(): Promise<StatsRow[]> {

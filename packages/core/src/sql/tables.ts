@@ -150,8 +150,9 @@ const LISTINGS: Record<TableDatabase, Record<TableDescription['table'], Listing>
         "{p}jobs_scope_head (scope, priority, due_at, id) WHERE exclusive AND scope IS NOT NULL AND state IN ('timer', 'async')",
         "{p}jobs_scope_running (scope) WHERE exclusive AND scope IS NOT NULL AND state = 'running'",
         "{p}jobs_due (due_at) WHERE state IN ('timer', 'async')",
-        "{p}jobs_state_check CHECK (state IN ('timer', 'async', 'running', 'deadletter', 'suspended'))",
-        "{p}jobs_suspended_from_check CHECK (suspended_from IN ('timer', 'async'))",
+        "{p}jobs_scope_blocked (scope, priority, due_at, id) WHERE state = 'blocked'",
+        "{p}jobs_state_check CHECK (state IN ('timer', 'async', 'running', 'deadletter', 'suspended', 'blocked'))",
+        "{p}jobs_suspended_from_check CHECK (suspended_from IN ('timer', 'async', 'blocked'))",
       ],
     },
     schedules: {
@@ -197,6 +198,7 @@ const LISTINGS: Record<TableDatabase, Record<TableDescription['table'], Listing>
         'ix_jobs_scope (scope)',
         'ix_jobs_lease (state, lock_expires_at)',
         'ix_jobs_schedule (schedule_name)',
+        'ix_jobs_scope_blocked (scope, state, neg_priority, due_at, id)',
       ],
     },
     schedules: {
@@ -244,6 +246,7 @@ const LISTINGS: Record<TableDatabase, Record<TableDescription['table'], Listing>
         "{p}jobs_lease_idx (lock_expires_at) WHERE state = 'running'",
         '{p}jobs_schedule_idx (schedule_name, state) WHERE schedule_name IS NOT NULL',
         "{p}jobs_scope_head_idx (scope, priority, due_at, id) WHERE exclusive = 1 AND scope IS NOT NULL AND state IN ('timer', 'async')",
+        "{p}jobs_scope_blocked (scope, priority, due_at, id) WHERE state = 'blocked'",
       ],
     },
     schedules: {

@@ -37,6 +37,7 @@ import history from '../migrations/mysql/0004_history.sql';
 import jobMeta from '../migrations/mysql/0005_job_meta.sql';
 import cancelProgress from '../migrations/mysql/0006_cancel_progress.sql';
 import flowLimits from '../migrations/mysql/0007_flow_limits.sql';
+import blockedSet from '../migrations/mysql/0008_blocked_set.sql';
 import {
   INSERT_JOB_COLUMNS,
   newJobValues,
@@ -114,6 +115,8 @@ const quote = (identifier: string): string => `\`${identifier}\``;
 const asText = (column: string): string => `CAST(${column} AS CHAR)`;
 const NOW = 'UTC_TIMESTAMP(3)';
 /** Deadlock (1213) and lock wait timeout (1205): the statement or transaction was undone. */
+/** One scope's rows of one state, in acquisition order (migration 8; see `Dialect.scopeIndexHint`). */
+const SCOPE_INDEX = 'FORCE INDEX (ix_jobs_scope_blocked)';
 const RETRYABLE = new Set([1213, 1205]);
 /** Jobs per multi-row INSERT, and about how many payload bytes: well under `max_allowed_packet`. */
 const INSERT_CHUNK_ROWS = 500;
@@ -150,7 +153,11 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
   const scopeLock = `CONCAT('jobs_scope_', SHA1(CONCAT(${namespace}, ?)))`;
   const pruneLock = `CONCAT('jobs_prune_', SHA1(CONCAT(${namespace}, '.', ?)))`;
   const scopeLockParams = (scope: string): unknown[] => [database, `.${tablePrefix}\u0000${scope}`];
-  const headIsFree = scopeHeadIsFree({ now: NOW, TRUE: '1', quote }, 'j', jobs);
+  const headIsFree = scopeHeadIsFree(
+    { now: NOW, TRUE: '1', quote, negPriority: true, scopeIndexHint: SCOPE_INDEX },
+    'j',
+    jobs,
+  );
   let server: ServerVersion | null = null;
   const deleteReturning = (): boolean => options.deleteReturning ?? server?.flavor === 'mariadb';
 
@@ -318,6 +325,8 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
     isRetryable: (error) => RETRYABLE.has(driverErrno(error) ?? 0),
     lockRetries: mysqlLockRetries,
     probeBeforeAcquire: false,
+    negPriority: true,
+    scopeIndexHint: SCOPE_INDEX,
 
     // ---- schema ----
     migrations: loadMigrations(
@@ -329,6 +338,7 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
         '0005_job_meta': jobMeta,
         '0006_cancel_progress': cancelProgress,
         '0007_flow_limits': flowLimits,
+        '0008_blocked_set': blockedSet,
       },
       {
         jobs,

@@ -42,6 +42,7 @@ import history from '../migrations/postgres/0004_history.sql';
 import jobMeta from '../migrations/postgres/0005_job_meta.sql';
 import cancelProgress from '../migrations/postgres/0006_cancel_progress.sql';
 import flowLimits from '../migrations/postgres/0007_flow_limits.sql';
+import blockedSet from '../migrations/postgres/0008_blocked_set.sql';
 import {
   INSERT_JOB_COLUMNS,
   isLimited,
@@ -395,6 +396,7 @@ export function postgresDialect({
     wakeQuery: (channel) => ({ sql: "SELECT pg_notify(?, '')", params: [channel] }),
     probeBeforeAcquire: false,
     correlatedLimit: true,
+    arrayParam: (type) => `?::${type}[]`,
 
     // ---- schema ----
     migrations: loadMigrations(
@@ -406,6 +408,7 @@ export function postgresDialect({
         '0005_job_meta': jobMeta,
         '0006_cancel_progress': cancelProgress,
         '0007_flow_limits': flowLimits,
+        '0008_blocked_set': blockedSet,
       },
       {
         jobs,

@@ -34,6 +34,7 @@ import history from '../migrations/sqlite/0004_history.sql';
 import jobMeta from '../migrations/sqlite/0005_job_meta.sql';
 import cancelProgress from '../migrations/sqlite/0006_cancel_progress.sql';
 import flowLimits from '../migrations/sqlite/0007_flow_limits.sql';
+import blockedSet from '../migrations/sqlite/0008_blocked_set.sql';
 import { INSERT_JOB_COLUMNS, LEASE_EXPIRED_MESSAGE, type SqlRow } from '../rows.js';
 import { ACQUIRE_ORDER, candidateWhere } from '../scope-rule.js';
 
@@ -56,6 +57,7 @@ export const SQLITE_MIGRATION_FILES: Readonly<Record<string, string>> = {
   '0005_job_meta': jobMeta,
   '0006_cancel_progress': cancelProgress,
   '0007_flow_limits': flowLimits,
+  '0008_blocked_set': blockedSet,
 };
 
 /**
@@ -403,8 +405,13 @@ const UNDO: Query = { sql: 'ROLLBACK TO jobs_sql', params: [] };
  * rowid. A transaction is `BEGIN IMMEDIATE` (the write lock up front: no reader upgrades into
  * a busy deadlock), and being synchronous, nothing else uses the connection until COMMIT.
  */
+/** Texts of `Query.planEachTime` statements a runner keeps prepared. */
+const PER_CALL_STATEMENTS = 200;
+
 export class SqliteSyncRunner {
   private readonly statements = new Map<string, Prepared>();
+  /** Statements whose text is made for one call's list (`Query.planEachTime`), kept apart. */
+  private readonly perCall = new Map<string, Prepared>();
   private cachedFor: SqliteConnection | null = null;
 
   /** `own`: the store's connection (read on each use: an app may reconnect it). */
@@ -415,7 +422,9 @@ export class SqliteSyncRunner {
 
   /** Runs one statement on `db` (default: the store's own connection). */
   execute(query: Query, db: SqliteConnection = this.own()): QueryOutcome {
-    const { statement, toRow } = this.prepare(db, query.sql);
+    // Texts made for one call's list (`planEachTime`) are kept apart: in the one cache they
+    // would push the hot path's statements out.
+    const { statement, toRow } = this.prepare(db, query.sql, query.planEachTime === true);
     if (statement.reader) {
       const found = statement.all(...query.params);
       const rows = toRow ? (found as unknown[][]).map(toRow) : (found as SqlRow[]);
@@ -447,20 +456,22 @@ export class SqliteSyncRunner {
     }
   }
 
-  private prepare(db: SqliteConnection, sql: string): Prepared {
+  private prepare(db: SqliteConnection, sql: string, perCall = false): Prepared {
     const own = this.own();
     if (db !== own) return { statement: db.prepare(sql), toRow: null };
     if (this.cachedFor !== own) {
       this.statements.clear();
+      this.perCall.clear();
       this.cachedFor = own;
     }
-    let prepared = this.statements.get(sql);
+    const cache = perCall ? this.perCall : this.statements;
+    let prepared = cache.get(sql);
     if (!prepared) {
       const statement = db.prepare(sql);
       prepared = { statement, toRow: rowMaker(statement) };
-      this.statements.set(sql, prepared);
-      if (this.statements.size > this.maxStatements) {
-        this.statements.delete(this.statements.keys().next().value as string);
+      cache.set(sql, prepared);
+      if (cache.size > (perCall ? PER_CALL_STATEMENTS : this.maxStatements)) {
+        cache.delete(cache.keys().next().value as string);
       }
     }
     return prepared;

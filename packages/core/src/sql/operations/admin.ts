@@ -193,7 +193,7 @@ export function* suspend(c: SqlContext, filter: JobFilter): Operation<number> {
   const result = yield {
     sql: c.d.sql(
       `UPDATE ${c.jobs} SET "suspended_from" = "state", "state" = 'suspended'
-          WHERE "state" IN ('timer', 'async') AND ${where.sql}`,
+          WHERE "state" IN ('timer', 'async', 'blocked') AND ${where.sql}`,
     ),
     params: where.params,
   };

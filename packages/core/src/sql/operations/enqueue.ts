@@ -5,7 +5,7 @@
 import { StoreError } from '../../errors.js';
 import type { EnqueueResult, Job, NewJob } from '../../store.js';
 import type { Operation } from '../executor.js';
-import { dueTime, newJobValues, readTime, rowToJob, type SqlValue } from '../rows.js';
+import { dueTime, isLimited, newJobValues, readTime, rowToJob, type SqlValue } from '../rows.js';
 import type { SqlContext } from './context.js';
 
 /** Rows per multi-row insert: well under every driver's parameter limit (SQLite: 32,766). */
@@ -24,7 +24,17 @@ export function* now(c: SqlContext): Operation<Date> {
  * undoes all of it, the wake-up included.
  */
 export function* enqueue(c: SqlContext, jobs: readonly NewJob[]): Operation<EnqueueResult[]> {
-  if (!jobs.some(changesHolder)) return yield* insertAll(c, jobs);
+  return jobs.some(changesHolder) ? yield* insertOrChange(c, jobs) : yield* insertAll(c, jobs);
+}
+
+/** The scopes of limited jobs among `jobs` (see `SqlJobStore.enqueue`). */
+export function limitedScopes(jobs: readonly NewJob[]): string[] {
+  return jobs
+    .filter((job) => job.scope !== null && isLimited(job))
+    .map((job) => job.scope as string);
+}
+
+function* insertOrChange(c: SqlContext, jobs: readonly NewJob[]): Operation<EnqueueResult[]> {
   const at = yield* now(c);
   const out: (EnqueueResult | undefined)[] = new Array(jobs.length);
   let changed = false;
@@ -46,7 +56,7 @@ export function* enqueue(c: SqlContext, jobs: readonly NewJob[]): Operation<Enqu
     }).rows[0];
     if (!row) continue; // finished meanwhile: inserted below
     const holder = rowToJob(row);
-    if (holder.state !== 'timer' && holder.state !== 'async') {
+    if (holder.state !== 'timer' && holder.state !== 'async' && holder.state !== 'blocked') {
       out[i] = { job: holder, created: false };
       continue;
     }
@@ -97,7 +107,7 @@ function* changeHolder(c: SqlContext, job: NewJob, id: string, at: Date): Operat
   yield job.keyMode === 'replace'
     ? {
         sql: c.d.sql(`UPDATE ${c.jobs} SET "payload" = ?, "state" = ?, "due_at" = ?
-          WHERE "id" = ? AND "state" IN ('timer', 'async')`),
+          WHERE "id" = ? AND "state" IN ('timer', 'async', 'blocked')`),
         params: [payload, state, due, id],
       }
     : {
@@ -105,7 +115,7 @@ function* changeHolder(c: SqlContext, job: NewJob, id: string, at: Date): Operat
         sql: c.d.sql(`UPDATE ${c.jobs} SET "payload" = ?,
             "state" = CASE WHEN "due_at" < ? THEN ? ELSE "state" END,
             "due_at" = CASE WHEN "due_at" < ? THEN ? ELSE "due_at" END
-          WHERE "id" = ? AND "state" IN ('timer', 'async')`),
+          WHERE "id" = ? AND "state" IN ('timer', 'async', 'blocked')`),
         params: [payload, due, state, due, due, id],
       };
   const row = (yield {

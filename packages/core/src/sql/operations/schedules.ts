@@ -134,7 +134,7 @@ export function* fireSchedule(c: SqlContext, fire: ScheduleFire): Operation<Sche
   if (fire.overlap !== 'allow') {
     const busy = (yield {
       sql: c.d.sql(
-        `SELECT 1 AS busy FROM ${c.jobs} WHERE "schedule_name" = ? AND "state" IN ('timer', 'async', 'running') LIMIT 1`,
+        `SELECT 1 AS busy FROM ${c.jobs} WHERE "schedule_name" = ? AND "state" IN ('timer', 'async', 'blocked', 'running') LIMIT 1`,
       ),
       params: [fire.name],
     }).rows;
