@@ -102,6 +102,7 @@ export class FlakyJobStore implements JobStore {
   // with `exactOptionalPropertyTypes` cannot assign to `JobStore`.
   readonly completeAndAcquire?: NonNullable<JobStore['completeAndAcquire']>;
   readonly subscribe?: NonNullable<JobStore['subscribe']>;
+  readonly rebalanceScopes?: NonNullable<JobStore['rebalanceScopes']>;
 
   private readonly rate: number;
   private readonly mode: 'before' | 'after' | 'both';
@@ -131,6 +132,9 @@ export class FlakyJobStore implements JobStore {
     }
     const subscribe = inner.subscribe;
     if (subscribe) this.subscribe = (listener) => subscribe.call(inner, listener);
+    // Passed through without faults: its own failures are swallowed by the store anyway.
+    const rebalance = inner.rebalanceScopes;
+    if (rebalance) this.rebalanceScopes = (scopes) => rebalance.call(inner, scopes);
   }
 
   /** mulberry32: tiny, seeded, good enough to spread faults. */

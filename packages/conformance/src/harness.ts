@@ -5,6 +5,7 @@
  */
 import {
   type AcquireRequest,
+  refOf as coreRefOf,
   type Job,
   type JobRef,
   type JobStore,
@@ -42,10 +43,10 @@ export function makeNewJob(overrides: Partial<NewJob> = {}): NewJob {
   };
 }
 
-/** `{ id, token }` of a job returned by acquire. */
+/** `{ id, token }` of a job returned by acquire, and its scope when it is limited (as engines send). */
 export function refOf(job: Job): JobRef {
   if (job.lockToken === null) throw new Error(`job ${job.id} has no lock token (not acquired?)`);
-  return { id: job.id, token: job.lockToken };
+  return coreRefOf(job);
 }
 
 export function sleep(ms: number): Promise<void> {

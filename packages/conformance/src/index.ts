@@ -16,6 +16,7 @@ import type { JobStore } from '@jobs/core';
 import { afterEach, describe } from 'vitest';
 import { acquireGroup } from './groups/acquire.js';
 import { adminGroup } from './groups/admin.js';
+import { blockedSetGroup } from './groups/blocked-set.js';
 import { cancellationGroup } from './groups/cancellation.js';
 import { clockGroup } from './groups/clock.js';
 import { deadletterGroup } from './groups/deadletter.js';
@@ -130,6 +131,10 @@ const GROUPS: Record<GroupName, { title: string; define: GroupDefinition }> = {
   suspension: { title: 'suspension (7)', define: suspensionGroup },
   exclusive: { title: 'exclusive scopes (8)', define: exclusiveGroup },
   'scope-limit': { title: 'scope limit N (18)', define: scopeLimitGroup },
+  'blocked-set': {
+    title: 'blocked set (18: a full scope costs nothing to others)',
+    define: blockedSetGroup,
+  },
   'key-modes': { title: 'unique keys: keep, replace, debounce (11)', define: keyModesGroup },
   'rate-limit': { title: 'rate-limit windows and deferral (19)', define: rateLimitGroup },
   release: { title: 'release without an attempt (15)', define: releaseGroup },

@@ -18,6 +18,7 @@ export const GROUP_NAMES = [
   'suspension',
   'exclusive',
   'scope-limit',
+  'blocked-set',
   'key-modes',
   'rate-limit',
   'release',
