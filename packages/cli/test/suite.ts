@@ -124,6 +124,7 @@ export function cliSuite(backend: Backend | null, name: string, full = false): v
       const counts = (over: Record<string, number>) => ({
         timer: 0,
         async: 0,
+        blocked: 0,
         running: 0,
         deadletter: 0,
         suspended: 0,
@@ -164,9 +165,11 @@ export function cliSuite(backend: Backend | null, name: string, full = false): v
       expect(report.overdue).toMatchObject([{ type: 'email', count: 2 }]);
 
       const text = await ok(['status', ...db]);
-      expect(text).toMatch(/Jobs: 5 \(timer 1, async 2, running 1, deadletter 1, suspended 0\)/);
+      expect(text).toMatch(
+        /Jobs: 5 \(timer 1, async 2, blocked 0, running 1, deadletter 1, suspended 0\)/,
+      );
       expect(text).toMatch(/Oldest waiting job: due 5m .*ago \(queue mail, type email\)/);
-      expect(text).toMatch(/^mail\s+email\s+1\s+2\s+0\s+0\s+0\s+2\s+5m/m);
+      expect(text).toMatch(/^mail\s+email\s+1\s+2\s+0\s+0\s+0\s+0\s+2\s+5m/m);
       expect(text).toMatch(/^worker-1\s+1\s+in \d+s/m);
       expect(text).toMatch(/Waiting over a minute[^\n]*\n[^\n]*\nemail\s+2/);
     });

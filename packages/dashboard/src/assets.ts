@@ -44,6 +44,7 @@ pre{background:var(--code);border:1px solid var(--line);border-radius:6px;paddin
 .badge{display:inline-block;padding:1px 8px;border-radius:999px;font-size:12px;font-weight:600;border:1px solid transparent;white-space:nowrap}
 .badge.timer{color:var(--violet);border-color:color-mix(in srgb,var(--violet) 40%,transparent);background:color-mix(in srgb,var(--violet) 10%,transparent)}
 .badge.async{color:var(--info);border-color:color-mix(in srgb,var(--info) 40%,transparent);background:color-mix(in srgb,var(--info) 10%,transparent)}
+.badge.blocked{color:var(--info);border:1px dashed color-mix(in srgb,var(--info) 50%,transparent);background:transparent}
 .badge.running{color:var(--warn);border-color:color-mix(in srgb,var(--warn) 40%,transparent);background:color-mix(in srgb,var(--warn) 12%,transparent)}
 .badge.deadletter,.badge.cancelled,.badge.bad{color:var(--bad);border-color:color-mix(in srgb,var(--bad) 40%,transparent);background:color-mix(in srgb,var(--bad) 10%,transparent)}
 .badge.suspended,.badge.paused,.badge.neutral{color:var(--muted);border-color:var(--line);background:var(--chip)}

@@ -124,7 +124,8 @@ function observeQueues(meter: Meter, store: JobStore, cacheMs: number): () => vo
       const entry = counts.get(key) ?? { queue: row.queue, state: row.state, count: 0 };
       entry.count += row.count;
       counts.set(key, entry);
-      const waitingDue = (row.state === 'timer' || row.state === 'async') && row.due > 0;
+      const waitingDue =
+        (row.state === 'timer' || row.state === 'async' || row.state === 'blocked') && row.due > 0;
       const ageMs = waitingDue ? Math.max(0, stats.now.getTime() - row.oldestDueAt.getTime()) : 0;
       oldest.set(row.queue, Math.max(oldest.get(row.queue) ?? 0, ageMs));
     }

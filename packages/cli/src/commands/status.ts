@@ -68,7 +68,10 @@ export async function readStatus({ store, engine, target }: Session): Promise<St
       oldest: null,
     };
     entry.counts[row.state] += row.count;
-    if ((row.state === 'timer' || row.state === 'async') && row.due > 0) {
+    if (
+      (row.state === 'timer' || row.state === 'async' || row.state === 'blocked') &&
+      row.due > 0
+    ) {
       entry.due += row.due;
       const due = row.oldestDueAt.getTime();
       if (entry.oldest === null || due < entry.oldest) entry.oldest = due;

@@ -24,7 +24,7 @@ const COMMANDS: readonly {
     name: 'suspend',
     past: 'suspended',
     description:
-      'move waiting jobs (timer, async) matching filters to suspended: never run until activated',
+      'move waiting jobs (timer, async, blocked) matching filters to suspended: never run until activated',
     example: 'jobs suspend --tenant acme --type sync',
     needsFilter: true,
     run: (engine, filter) => engine.admin.suspend(filter),

@@ -76,6 +76,7 @@ function ended(before: Job, after: FoundJob | null, at: string): TailEvent | nul
     case 'deadletter':
       return { event: 'deadlettered', at, job, error };
     case 'async':
+    case 'blocked':
     case 'suspended':
       // Lease recovery spends a retry; a release gives the attempt back.
       return {

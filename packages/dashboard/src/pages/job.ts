@@ -58,11 +58,16 @@ function timeline(job: Found, now: number): SafeHtml {
           ? 'moved to the dead-letter area'
           : job.state === 'suspended'
             ? html`suspended (returns to ${job.suspendedFrom ?? 'async'} on activate)`
-            : job.dueAt.getTime() > now
-              ? 'waiting for its due time'
-              : 'due, waiting for an executor';
+            : job.state === 'blocked'
+              ? html`due, blocked: its scope is full (${scopeLimitText(job) ?? 'limited'}); starts when a slot frees`
+              : job.dueAt.getTime() > now
+                ? 'waiting for its due time'
+                : 'due, waiting for an executor';
     steps.push({
-      at: job.state === 'timer' || job.state === 'async' ? job.dueAt : null,
+      at:
+        job.state === 'timer' || job.state === 'async' || job.state === 'blocked'
+          ? job.dueAt
+          : null,
       text: dueText,
       kind: job.state === 'deadletter' ? 'bad' : undefined,
     });
@@ -108,7 +113,7 @@ function actions(ctx: Ctx, job: ShownJob): SafeHtml {
   return html`<div class="actions">
 ${job.state === 'deadletter' ? actionForm(ctx, `${path}/retry`, 'Retry now', { kind: 'primary', confirm: `Retry job ${job.id} now?` }) : ''}
 ${cancel && !job.cancelRequested ? actionForm(ctx, `${path}/cancel`, 'Cancel', { kind: 'danger', confirm: `Cancel job ${job.id}? It will not be retried.` }) : ''}
-${job.state === 'timer' || job.state === 'async' ? actionForm(ctx, `${path}/suspend`, `Suspend ${target.by} ${clip(target.value, 40)}`, { confirm: `Suspend every waiting job of ${target.by} "${target.value}"?` }) : ''}
+${job.state === 'timer' || job.state === 'async' || job.state === 'blocked' ? actionForm(ctx, `${path}/suspend`, `Suspend ${target.by} ${clip(target.value, 40)}`, { confirm: `Suspend every waiting job of ${target.by} "${target.value}"?` }) : ''}
 ${job.state === 'suspended' ? actionForm(ctx, `${path}/activate`, `Activate ${target.by} ${clip(target.value, 40)}`, { confirm: `Activate every suspended job of ${target.by} "${target.value}"?` }) : ''}
 ${actionForm(ctx, `${path}/delete`, 'Delete', { kind: 'danger', confirm: `Delete job ${job.id}? This cannot be undone.` })}
 </div>`;

@@ -82,7 +82,11 @@ async function readGroups(ctx: Ctx): Promise<{
       groups.set(id, group);
     }
     group.counts[row.state] += row.count;
-    if (data.perQueue && (row.state === 'timer' || row.state === 'async') && row.due > 0) {
+    if (
+      data.perQueue &&
+      (row.state === 'timer' || row.state === 'async' || row.state === 'blocked') &&
+      row.due > 0
+    ) {
       group.due += row.due;
       if (!group.oldestDue || row.oldestDueAt < group.oldestDue) group.oldestDue = row.oldestDueAt;
     }
