@@ -13,10 +13,13 @@ import {
   type JobStore,
   silentLogger,
 } from '@jobs/core';
+import { MysqlJobStore } from '@jobs/mysql';
 import { PostgresJobStore } from '@jobs/postgres';
 import { SqliteJobStore } from '@jobs/sqlite';
+import mysql from 'mysql2/promise';
 
 const PG_URL = process.env.JOBS_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const MYSQL_URL = process.env.JOBS_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
 
 export interface DrainTarget {
   name: string;
@@ -24,7 +27,24 @@ export interface DrainTarget {
 }
 
 /** SQLite and PostgreSQL (at `JOBS_PG_URL`), each run on fresh tables named after `scenario`. */
-export function drainTargets(scenario: string): DrainTarget[] {
+export function drainTargets(scenario: string, withMysql = false): DrainTarget[] {
+  const mysqlTarget: DrainTarget = {
+    name: 'mysql',
+    async open() {
+      const database = `bench_${scenario}_${process.pid}_${Date.now()}`;
+      const admin = await mysql.createConnection({ uri: MYSQL_URL });
+      await admin.query(`CREATE DATABASE \`${database}\``).finally(() => admin.end());
+      const store = new MysqlJobStore({ uri: MYSQL_URL, database, connectionLimit: 4 });
+      await store.migrate();
+      return {
+        store,
+        cleanup: async () => {
+          const drop = await mysql.createConnection({ uri: MYSQL_URL });
+          await drop.query(`DROP DATABASE IF EXISTS \`${database}\``).finally(() => drop.end());
+        },
+      };
+    },
+  };
   return [
     {
       name: 'sqlite',
@@ -51,6 +71,7 @@ export function drainTargets(scenario: string): DrainTarget[] {
         };
       },
     },
+    ...(withMysql ? [mysqlTarget] : []),
   ];
 }
 

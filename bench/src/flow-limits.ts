@@ -16,7 +16,8 @@
  * Modes alternate within a round so drift on a shared machine hits all of them. Prints jobs/s
  * per run and each mode's median ÷ the plain median.
  *
- * `pnpm bench flow [--quick]` (PostgreSQL at `JOBS_PG_URL`).
+ * `pnpm bench flow [--quick] [sqlite] [postgres] [mysql]` (default: SQLite and PostgreSQL at
+ * `JOBS_PG_URL`; MySQL/MariaDB at `JOBS_MYSQL_URL` when named).
  */
 import type { EnqueueJobOptions, JobEngine, RateLimit } from '@jobs/core';
 import { drainRate, drainTargets, median } from './drain-targets.js';
@@ -65,7 +66,10 @@ export async function runFlowLimits(argv: readonly string[]): Promise<void> {
   const quick = argv.includes('--quick');
   const JOBS = quick ? 5_000 : 20_000;
   const ROUNDS = quick ? 2 : 3;
-  const targets = drainTargets('flow');
+  const named = argv.filter((arg) => !arg.startsWith('-'));
+  const targets = drainTargets('flow', named.includes('mysql')).filter(
+    (target) => named.length === 0 || named.includes(target.name),
+  );
   const modes = Object.keys(MODES) as Mode[];
   for (const target of targets) {
     const rates = new Map<Mode, number[]>(modes.map((m) => [m, []]));

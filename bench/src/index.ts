@@ -68,7 +68,7 @@ async function main(): Promise<void> {
     return;
   }
   if (argv[0] === 'flow') {
-    // `pnpm bench flow [--quick]`: scope limits and rate limits ÷ plain jobs, see flow-limits.ts.
+    // `pnpm bench flow [--quick] [sqlite] [postgres] [mysql]`: scope and rate limits ÷ plain jobs.
     const { runFlowLimits } = await import('./flow-limits.js');
     await runFlowLimits(argv.slice(1));
     return;
