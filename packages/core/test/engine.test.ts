@@ -65,6 +65,18 @@ describe('enqueue validation', () => {
     expect((await client.admin.stats()).total).toBe(0);
   });
 
+  it('enqueueMany rejects an item with options beside type and payload instead of in options', async () => {
+    const error = await client
+      .enqueueMany([{ type: 'ok', payload: 1, scope: 'acct-1', exclusive: true } as never])
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ValidationError);
+    expect((error as ValidationError).field).toBe('item.scope');
+    expect((error as Error).message).toMatch(
+      /unknown option \(expected one of type, payload, options\)/,
+    );
+    expect((await client.admin.stats()).total).toBe(0);
+  });
+
   it('rejects unknown engine options', () => {
     expect(() => new JobEngine({ store, concurency: 3 } as never)).toThrow(/concurency/);
   });

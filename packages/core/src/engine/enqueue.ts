@@ -9,13 +9,16 @@ import type { Job, NewJob } from '../store.js';
 import type { EngineContext } from './context.js';
 import { callThrough } from './hooks.js';
 import type { EnqueueDraft, EnqueueJobOptions } from './types.js';
-import { assertStoreCanLimit, checkMeta, toNewJob } from './validate.js';
+import { assertKnownKeys, assertStoreCanLimit, checkMeta, toNewJob } from './validate.js';
 
 export interface EnqueueItem {
   type: string;
   payload?: unknown;
   options?: Omit<EnqueueJobOptions, 'tx'>;
 }
+
+/** The keys of an `enqueueMany` item. */
+const ITEM_KEYS: ReadonlySet<string> = new Set(['type', 'payload', 'options']);
 
 /** Validates every item before anything is written, then enqueues them in one store call. */
 export async function enqueueJobs(
@@ -39,6 +42,8 @@ export async function enqueueJobs(
   };
   const newJobs = items.map((item, index) =>
     checkItem(index, () => {
+      // `{ type, payload, scope: 'a' }` would enqueue an unscoped job: options go in `options`.
+      assertKnownKeys(item, ITEM_KEYS, 'item');
       const { tx: _tx, ...rest } = (item.options ?? {}) as EnqueueJobOptions;
       return toNewJob(item.type, item.payload, rest, {
         retries,
