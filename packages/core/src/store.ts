@@ -68,6 +68,11 @@ export const JOB_STATES: readonly JobState[] = [
 /** The states a job waits in: `timer`, `async`, `blocked`. */
 export type WaitingState = 'timer' | 'async' | 'blocked';
 
+/** True for a state a job waits in to run (`timer`, `async`, `blocked`). */
+export function isWaitingState(state: JobState): state is WaitingState {
+  return state === 'timer' || state === 'async' || state === 'blocked';
+}
+
 /** The error a failed attempt left on the job. */
 export interface JobError {
   message: string;
@@ -635,14 +640,16 @@ export interface JobStore {
   recoverExpiredLeases(limit: number): Promise<RecoverResult>;
 
   /**
-   * Optional: the blocked set. Brings the given scopes (when absent: all scopes with blocked or
-   * due waiting limited jobs) in line with the scope rule: due waiting limited jobs of a full
-   * scope beyond a short queue become `blocked` (out of the acquisition walk, so a long queue
-   * behind one busy scope costs nothing to jobs of other scopes), and the first blocked jobs
-   * in acquisition order come back (`async`) as slots free up. A store that has it calls it
-   * itself after enqueuing limited jobs, after settling refs that carry a `scope`, after admin
-   * changes, and — for every scope, a sweep that also lets in jobs a race left blocked — after
-   * `recoverExpiredLeases`, which engines call every half lease. Returns how many came back.
+   * Optional: the blocked set. Brings the given scopes (when absent, a sweep: the next few
+   * hundred scopes with blocked or due waiting limited jobs, going on from where the last sweep
+   * stopped, so each costs a bounded amount and every scope comes round in turn) in line with
+   * the scope rule: due waiting limited jobs of a full scope beyond a short queue become
+   * `blocked` (out of the acquisition walk, so a long queue behind one busy scope costs nothing
+   * to jobs of other scopes), and the first blocked jobs in acquisition order come back
+   * (`async`) as slots free up. A store that has it calls it itself after enqueuing limited
+   * jobs, after settling refs that carry a `scope`, after admin changes, and — a sweep that
+   * also lets in jobs a race left blocked — after `recoverExpiredLeases`, which engines call
+   * every half lease. Returns how many came back.
    */
   rebalanceScopes?(scopes?: readonly string[]): Promise<number>;
 

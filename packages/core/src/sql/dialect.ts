@@ -129,6 +129,12 @@ export interface Dialect {
    */
   arrayParam?(type: 'text' | 'bigint'): string;
   /**
+   * A recursive CTE whose step probes an index for the first entry after the row before
+   * (`WHERE scope > s.scope ORDER BY scope LIMIT 1`) reads only that entry: a skip scan over a
+   * scope index (PostgreSQL, SQLite; MariaDB reads the range from its start on each step).
+   */
+  readonly recursiveSkipScan?: boolean;
+  /**
    * Written after the jobs table's alias where a read asks for one scope's rows of one state
    * (MySQL/MariaDB: `FORCE INDEX (ix_jobs_scope_blocked)`, whose `(scope, state, …)` the
    * optimizer otherwise passes over for `(scope)`, reading the scope's whole backlog).

@@ -93,8 +93,10 @@ function scoped(d: ScopeRuleDialect, jobs: string, alias: string): string {
 export function noBlockedAhead(d: ScopeRuleDialect, alias: string, jobs: string): string {
   const j = alias;
   const [col, higher] = d.negPriority ? ['neg_priority', '<'] : ['priority', '>'];
-  const blocked = (cond: string): string => `NOT EXISTS (SELECT 1 FROM ${scoped(d, jobs, 'b')}
-      WHERE b.scope = ${j}.scope AND b.state = 'blocked' AND ${cond})`;
+  // A scalar probe, not NOT EXISTS: PostgreSQL may run `NOT EXISTS (… b.scope = j.scope)` as a
+  // hashed subplan, reading every blocked row of the table into a hash once per statement.
+  const blocked = (cond: string): string => `(SELECT 1 FROM ${scoped(d, jobs, 'b')}
+      WHERE b.scope = ${j}.scope AND b.state = 'blocked' AND ${cond} LIMIT 1) IS NULL`;
   // The usual answer (nothing of the scope is blocked) in one probe.
   return `(${blocked('1 = 1')} OR (${blocked(`b.${col} ${higher} ${j}.${col}`)}
     AND ${blocked(`b.${col} = ${j}.${col} AND b.due_at < ${j}.due_at`)}

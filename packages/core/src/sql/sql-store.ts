@@ -115,6 +115,8 @@ export class SqlJobStore implements JobStore {
   protected closed = false;
   /** Limited jobs leased by this store and not settled through it yet: id → scope. */
   private readonly leasedScopes = new Map<string, string>();
+  /** Where the next blocked-set sweep goes on from (see `operations/scopes.ts`). */
+  private readonly sweepCursor: blocking.SweepCursor = { blocked: null, waiting: null };
 
   constructor(options: SqlJobStoreOptions) {
     this.name = options.name;
@@ -447,7 +449,7 @@ export class SqlJobStore implements JobStore {
     // No transaction: every write re-checks the state it moves a row from.
     return this.run(
       'rebalanceScopes',
-      () => blocking.rebalanceScopes(this.context, scopes, afterSettle),
+      () => blocking.rebalanceScopes(this.context, scopes, this.sweepCursor, afterSettle),
       { transaction: false, retries: WRITE_RETRIES },
     );
   }
@@ -483,9 +485,13 @@ export class SqlJobStore implements JobStore {
     return result;
   }
 
-  /** `changed` (an operator's write), after which every scope is rebalanced (rare, cheap). */
-  private async afterChange<T>(changed: Promise<T>): Promise<T> {
+  /**
+   * `changed` (an operator's write, or a recovery pass), after which the filter's scope, when it
+   * names one, is rebalanced, and a sweep takes the next scopes in turn (bounded).
+   */
+  private async afterChange<T>(changed: Promise<T>, filter?: JobFilter): Promise<T> {
     const result = await changed;
+    if (filter?.scope !== undefined) await this.rebalanceScopes([filter.scope]).catch(() => 0);
     await this.rebalanceScopes().catch(() => 0);
     return result;
   }
@@ -558,6 +564,7 @@ export class SqlJobStore implements JobStore {
         () => admin.retryDeadletterMany(this.context, filter, retries, limit),
         { transaction: true, retries: WRITE_RETRIES },
       ),
+      filter,
     );
   }
 
@@ -567,6 +574,7 @@ export class SqlJobStore implements JobStore {
         transaction: true,
         retries: WRITE_RETRIES,
       }),
+      filter,
     );
   }
 
@@ -606,6 +614,7 @@ export class SqlJobStore implements JobStore {
         transaction: false,
         retries: WRITE_RETRIES,
       }),
+      filter,
     );
   }
 
@@ -615,6 +624,7 @@ export class SqlJobStore implements JobStore {
         transaction: true,
         retries: WRITE_RETRIES,
       }),
+      filter,
     );
   }
 

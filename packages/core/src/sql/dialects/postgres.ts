@@ -397,6 +397,7 @@ export function postgresDialect({
     probeBeforeAcquire: false,
     correlatedLimit: true,
     arrayParam: (type) => `?::${type}[]`,
+    recursiveSkipScan: true,
 
     // ---- schema ----
     migrations: loadMigrations(

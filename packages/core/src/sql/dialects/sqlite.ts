@@ -167,6 +167,7 @@ export function sqliteDialect(options: SqliteDialectOptions): Dialect {
     isRetryable: isBusy,
     wakeQuery: () => SQLITE_LOCAL_WAKE,
     probeBeforeAcquire: true,
+    recursiveSkipScan: true,
     migrations: loadMigrations(SQLITE_MIGRATION_FILES, { prefix: tablePrefix }),
     versionTable: `CREATE TABLE IF NOT EXISTS ${table('migrations')} ("version" INTEGER PRIMARY KEY, "applied_at" INTEGER NOT NULL)`,
     recordVersion: (migration: Migration): Query => ({

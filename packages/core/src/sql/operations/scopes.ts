@@ -18,7 +18,9 @@
  * starts (limit N, and no row starts ahead of a blocked row of its scope that ranks before
  * it). A stale read here (a settle committing beside an enqueue) can leave a job blocked with a
  * slot free; the sweep (`rebalanceScopes()` without scopes, after each expired-lease recovery
- * pass) lets it in.
+ * pass) lets it in. A sweep takes at most `SWEEP_SCOPES` scopes of each kind (with blocked jobs;
+ * with due waiting limited jobs), going on from where the last one stopped, so its cost is
+ * bounded whatever the number of scopes or jobs, and it comes round to every scope in turn.
  */
 import { marks } from '../dialect.js';
 import type { Operation } from '../executor.js';
@@ -30,6 +32,12 @@ import type { SqlContext } from './context.js';
 const SCOPES_PER_STATEMENT = 100;
 /** Ids per UPDATE. */
 const IDS_PER_STATEMENT = 1_000;
+/**
+ * Ids per UPDATE joined to an array (PostgreSQL): with 1,000, a planner without statistics
+ * hashes the whole waiting set (it guesses the partial index small) instead of probing the
+ * primary key id by id.
+ */
+const IDS_PER_ARRAY = 100;
 /**
  * Due waiting jobs of a scope that stay in line beyond its free slots: blocking a job and
  * letting it in again costs two row writes, which a short queue per scope need not pay; the
@@ -43,19 +51,31 @@ const SLACK = 100;
 const REFILL = 16;
 /** Above every scope limit (at most 1,000): `readCounts` packs a count and a limit in one number. */
 const LIMIT_BASE = 4096;
+/** Scopes a sweep takes of each kind (with blocked rows; with due waiting limited rows). */
+const SWEEP_SCOPES = 200;
 
 /**
- * Rebalances `scopes`, or every scope that has blocked or due waiting limited jobs.
- * `afterSettle`: only scopes that have blocked jobs (a settle frees slots; it adds no queue that
- * needs blocking, beyond what the sweep takes care of).
+ * Where the next sweep goes on from, per kind: the last scope a sweep looked at, or null to
+ * start from the first. Kept by the store between sweeps.
+ */
+export interface SweepCursor {
+  blocked: string | null;
+  waiting: string | null;
+}
+
+/**
+ * Rebalances `scopes`, or — a sweep — the next scopes after `cursor` that have blocked or due
+ * waiting limited jobs. `afterSettle`: only scopes that have blocked jobs (a settle frees slots;
+ * it adds no queue that needs blocking, beyond what the sweep takes care of).
  */
 export function* rebalanceScopes(
   c: SqlContext,
-  scopes?: readonly string[],
+  scopes: readonly string[] | undefined,
+  cursor: SweepCursor,
   afterSettle = false,
 ): Operation<number> {
   // (No `??` around a yield: the CommonJS build turns its right side into a function.)
-  const named = scopes === undefined ? yield* scopesToSweep(c) : [...new Set(scopes)];
+  const named = scopes === undefined ? yield* scopesToSweep(c, cursor) : scopes;
   const list = [...new Set(named)];
   let promoted = 0;
   for (let i = 0; i < list.length; i += SCOPES_PER_STATEMENT) {
@@ -66,15 +86,45 @@ export function* rebalanceScopes(
   return promoted;
 }
 
-/** The scopes a sweep looks at: those with blocked jobs or due waiting limited jobs. */
-function* scopesToSweep(c: SqlContext): Operation<string[]> {
-  const rows = (yield {
-    planEachTime: true,
-    sql: c.d.sql(`SELECT DISTINCT "scope" FROM ${c.jobs} WHERE "state" = 'blocked'
-      UNION SELECT DISTINCT "scope" FROM ${c.jobs} WHERE ${waitingLimited(c, '')}`),
-    params: [],
-  }).rows;
-  return rows.filter((row) => row.scope !== null).map((row) => String(row.scope));
+/** The scopes a sweep looks at: the next ones with blocked jobs or due waiting limited jobs. */
+function* scopesToSweep(c: SqlContext, cursor: SweepCursor): Operation<string[]> {
+  const blocked = yield* nextScopes(c, cursor, 'blocked', `b.state = 'blocked'`);
+  const waiting = yield* nextScopes(c, cursor, 'waiting', waitingLimited(c, 'b'));
+  return [...blocked, ...waiting];
+}
+
+/**
+ * The next scopes (up to `SWEEP_SCOPES`) with rows matching `where` (alias `b`) after the
+ * cursor's scope, in scope order through a scope index, and the cursor moved on past the last
+ * one (the sweep takes each scope whole), or back to the start once the end is reached.
+ *
+ * With `Dialect.recursiveSkipScan`, a skip scan: each scope is one probe for the first entry
+ * after the one before, however many rows a scope has. Otherwise the next `SWEEP_SCOPES`
+ * matching entries from the cursor (MySQL/MariaDB, whose recursive step would not start its
+ * range at the bound it correlates on); a scope with more rows than that is passed in one step.
+ */
+function* nextScopes(
+  c: SqlContext,
+  cursor: SweepCursor,
+  kind: keyof SweepCursor,
+  where: string,
+): Operation<string[]> {
+  // No scope is empty (enqueue rejects it): '' is before every scope.
+  const params = [cursor[kind] ?? ''];
+  const next = (after: string, limit: number): string => `SELECT b.scope
+    FROM ${byScope(c, 'b')} WHERE ${where} AND b.scope > ${after} ORDER BY b.scope LIMIT ${limit}`;
+  const found = c.d.recursiveSkipScan
+    ? (yield {
+        sql: c.d.sql(`WITH RECURSIVE s (scope, n) AS (SELECT (${next('?', 1)}), 1
+          UNION ALL SELECT (${next('s.scope', 1)}), s.n + 1 FROM s
+            WHERE s.scope IS NOT NULL AND s.n < ${SWEEP_SCOPES})
+          SELECT s.scope FROM s WHERE s.scope IS NOT NULL`),
+        params,
+      }).rows
+    : (yield { sql: c.d.sql(next('?', SWEEP_SCOPES)), params }).rows;
+  const scopes = [...new Set(found.map((row) => String(row.scope)))];
+  cursor[kind] = found.length < SWEEP_SCOPES ? null : (scopes.at(-1) ?? null);
+  return scopes;
 }
 
 /** Due waiting limited rows (alias `a`, or none), without the scope condition. */
@@ -197,14 +247,25 @@ function* setState(
   from: readonly string[],
 ): Operation<number> {
   let moved = 0;
-  for (let i = 0; i < ids.length; i += IDS_PER_STATEMENT) {
-    const part = oneOf(c, '"id"', ids.slice(i, i + IDS_PER_STATEMENT), 'bigint');
-    const result = yield {
-      planEachTime: true,
-      sql: c.d.sql(`UPDATE ${c.jobs} SET "state" = '${state}'
-        WHERE ${part.sql} AND "state" IN (${from.map((f) => `'${f}'`).join(', ')})`),
-      params: part.params,
-    };
+  const states = from.map((f) => `'${f}'`).join(', ');
+  const chunk = c.d.arrayParam ? IDS_PER_ARRAY : IDS_PER_STATEMENT;
+  for (let i = 0; i < ids.length; i += chunk) {
+    const part = ids.slice(i, i + chunk);
+    // By primary key, id by id: with `id = ANY(…) AND state IN (…)` a planner without
+    // statistics may read the whole partial index of the waiting rows to intersect it.
+    const result = yield c.d.arrayParam
+      ? {
+          sql: c.d.sql(`UPDATE ${c.jobs} j SET "state" = '${state}'
+            FROM unnest(${c.d.arrayParam('bigint')}) AS x(id)
+            WHERE j."id" = x.id AND j."state" IN (${states})`),
+          params: [part],
+        }
+      : {
+          planEachTime: true,
+          sql: c.d.sql(`UPDATE ${c.jobs} SET "state" = '${state}'
+            WHERE "id" IN (${marks(part.length)}) AND "state" IN (${states})`),
+          params: part,
+        };
     moved += result.affected;
   }
   return moved;
@@ -217,17 +278,6 @@ function scopeList(c: SqlContext, scopes: readonly string[]): Part {
   }
   const selects = scopes.map((_, i) => (i === 0 ? 'SELECT ? AS scope' : 'SELECT ?'));
   return { sql: `(${selects.join(' UNION ALL ')}) s`, params: [...scopes] };
-}
-
-/** `column` is one of `values`, and its parameters. */
-function oneOf(
-  c: SqlContext,
-  column: string,
-  values: readonly string[],
-  type: 'text' | 'bigint',
-): Part {
-  if (c.d.arrayParam) return { sql: `${column} = ANY(${c.d.arrayParam(type)})`, params: [values] };
-  return { sql: `${column} IN (${marks(values.length)})`, params: [...values] };
 }
 
 interface Part {
@@ -272,8 +322,9 @@ function* readCounts(
       ${lastWaiting(c.d.timeText('w.due_at'))} AS w_due
       FROM ${list.sql}${
         onlyBlocked
-          ? ` WHERE EXISTS (SELECT 1 FROM ${byScope(c, 'x')}
-              WHERE x.scope = s.scope AND x.state = 'blocked')`
+          ? // A probe per scope (as EXISTS, a planner may hash every blocked row instead).
+            ` WHERE (SELECT 1 FROM ${byScope(c, 'x')}
+              WHERE x.scope = s.scope AND x.state = 'blocked' LIMIT 1) IS NOT NULL`
           : ''
       }`),
     params: list.params,
