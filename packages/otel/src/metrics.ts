@@ -2,7 +2,7 @@
  * The engine's metrics: runs started, completed and failed, how long handlers ran, and the
  * queues' depth and oldest due job, read from `store.queueStats()` when the meter collects.
  */
-import type { JobStore, QueueStatsRow } from '@jobs/core';
+import { isWaitingState, type JobStore, type QueueStatsRow } from '@jobs/core';
 import {
   type Attributes,
   type BatchObservableCallback,
@@ -124,8 +124,7 @@ function observeQueues(meter: Meter, store: JobStore, cacheMs: number): () => vo
       const entry = counts.get(key) ?? { queue: row.queue, state: row.state, count: 0 };
       entry.count += row.count;
       counts.set(key, entry);
-      const waitingDue =
-        (row.state === 'timer' || row.state === 'async' || row.state === 'blocked') && row.due > 0;
+      const waitingDue = isWaitingState(row.state) && row.due > 0;
       const ageMs = waitingDue ? Math.max(0, stats.now.getTime() - row.oldestDueAt.getTime()) : 0;
       oldest.set(row.queue, Math.max(oldest.get(row.queue) ?? 0, ageMs));
     }

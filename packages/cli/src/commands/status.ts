@@ -2,7 +2,7 @@
  * `jobs status`: counts per queue, type and state; the oldest waiting job's age; running jobs
  * per owner with their lease expiry; types waiting over a minute that nobody takes.
  */
-import { JOB_STATES, type JobState } from '@jobs/core';
+import { isWaitingState, JOB_STATES, type JobState } from '@jobs/core';
 import type { Command } from 'commander';
 import type { App } from '../app.js';
 import type { Session } from '../connect.js';
@@ -68,10 +68,7 @@ export async function readStatus({ store, engine, target }: Session): Promise<St
       oldest: null,
     };
     entry.counts[row.state] += row.count;
-    if (
-      (row.state === 'timer' || row.state === 'async' || row.state === 'blocked') &&
-      row.due > 0
-    ) {
+    if (isWaitingState(row.state) && row.due > 0) {
       entry.due += row.due;
       const due = row.oldestDueAt.getTime();
       if (entry.oldest === null || due < entry.oldest) entry.oldest = due;

@@ -2,7 +2,7 @@
  * Job detail: payload as pretty JSON, a timeline, attempts, the last error with its stack,
  * progress and lease; actions retry, delete, cancel, suspend/activate (with confirmation).
  */
-import type { JobHistoryRecord } from '@jobs/core';
+import { isWaitingState, type JobHistoryRecord } from '@jobs/core';
 import { actionForm, type Ctx, href } from '../context.js';
 import { clip, prettyJson, timeCell, utc } from '../format.js';
 import { html, type SafeHtml } from '../html.js';
@@ -64,10 +64,7 @@ function timeline(job: Found, now: number): SafeHtml {
                 ? 'waiting for its due time'
                 : 'due, waiting for an executor';
     steps.push({
-      at:
-        job.state === 'timer' || job.state === 'async' || job.state === 'blocked'
-          ? job.dueAt
-          : null,
+      at: isWaitingState(job.state) ? job.dueAt : null,
       text: dueText,
       kind: job.state === 'deadletter' ? 'bad' : undefined,
     });
@@ -113,7 +110,7 @@ function actions(ctx: Ctx, job: ShownJob): SafeHtml {
   return html`<div class="actions">
 ${job.state === 'deadletter' ? actionForm(ctx, `${path}/retry`, 'Retry now', { kind: 'primary', confirm: `Retry job ${job.id} now?` }) : ''}
 ${cancel && !job.cancelRequested ? actionForm(ctx, `${path}/cancel`, 'Cancel', { kind: 'danger', confirm: `Cancel job ${job.id}? It will not be retried.` }) : ''}
-${job.state === 'timer' || job.state === 'async' || job.state === 'blocked' ? actionForm(ctx, `${path}/suspend`, `Suspend ${target.by} ${clip(target.value, 40)}`, { confirm: `Suspend every waiting job of ${target.by} "${target.value}"?` }) : ''}
+${isWaitingState(job.state) ? actionForm(ctx, `${path}/suspend`, `Suspend ${target.by} ${clip(target.value, 40)}`, { confirm: `Suspend every waiting job of ${target.by} "${target.value}"?` }) : ''}
 ${job.state === 'suspended' ? actionForm(ctx, `${path}/activate`, `Activate ${target.by} ${clip(target.value, 40)}`, { confirm: `Activate every suspended job of ${target.by} "${target.value}"?` }) : ''}
 ${actionForm(ctx, `${path}/delete`, 'Delete', { kind: 'danger', confirm: `Delete job ${job.id}? This cannot be undone.` })}
 </div>`;

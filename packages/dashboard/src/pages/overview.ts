@@ -2,7 +2,7 @@
  * Overview: counts by state per queue and type, jobs started/completed/failed per minute over the
  * last hour, the oldest due job's age, running jobs per owner with their lease expiry.
  */
-import { JOB_STATES, type JobState } from '@jobs/core';
+import { isWaitingState, JOB_STATES, type JobState } from '@jobs/core';
 import { addEvent, barChart, emptySeries } from '../chart.js';
 import { type Ctx, type GroupedCounts, href } from '../context.js';
 import { count, shortName, timeCell } from '../format.js';
@@ -82,11 +82,7 @@ async function readGroups(ctx: Ctx): Promise<{
       groups.set(id, group);
     }
     group.counts[row.state] += row.count;
-    if (
-      data.perQueue &&
-      (row.state === 'timer' || row.state === 'async' || row.state === 'blocked') &&
-      row.due > 0
-    ) {
+    if (data.perQueue && isWaitingState(row.state) && row.due > 0) {
       group.due += row.due;
       if (!group.oldestDue || row.oldestDueAt < group.oldestDue) group.oldestDue = row.oldestDueAt;
     }
