@@ -23,6 +23,7 @@ import {
   JobEngine,
   type JobRef,
   type JobStore,
+  refOf,
   silentLogger,
 } from '@jobs/core';
 import {
@@ -508,6 +509,43 @@ async function explainHotPath(
   await client.enqueueMany(
     Array.from({ length: BATCH }, (_, i) => ({ type: 'noop', payload: { i } })),
   );
+  await explainBlockedSet(store, client, say);
+}
+
+/**
+ * The blocked set (`operations/scopes.ts`) on the loaded table: a scope whose two slots are
+ * taken gets a backlog of 20,000 (all but a short queue are blocked), one of its running jobs
+ * completes (the settle lets the next one in), and a sweep runs with the next recovery pass.
+ */
+async function explainBlockedSet(
+  store: JobStore,
+  client: JobEngine,
+  say: (label: string) => void,
+): Promise<void> {
+  const request: AcquireRequest = { ...REQUEST, types: ['limited'], limit: 10 };
+  const limited = { scope: 'full-scope', scopeLimit: 2 };
+  say('enqueue 2 jobs into an empty scope (limit 2)');
+  await client.enqueueMany(
+    [0, 1].map((i) => ({ type: 'limited', payload: { i }, options: limited })),
+  );
+  say('acquire them (the scope is full)');
+  const running = await store.acquire(request);
+  console.log(`\n=> acquired ${running.length}`);
+  say('enqueue 20,000 jobs into the full scope (one INSERT batch, then the scope rebalanced)');
+  await client.enqueueMany(
+    Array.from({ length: 20_000 }, (_, i) => ({
+      type: 'limited',
+      payload: { i },
+      options: limited,
+    })),
+  );
+  say('acquire behind the full scope (types noop, email: the blocked rows are not walked)');
+  await store.acquire({ ...REQUEST, limit: 10 });
+  say('complete one running job of the full scope (then its scope rebalanced: one let in)');
+  const [first] = running;
+  if (first) await store.complete([refOf(first)]);
+  say('recoverExpiredLeases (100), then a sweep of the blocked sets');
+  await store.recoverExpiredLeases(100);
 }
 
 export async function runPlans(argv: readonly string[]): Promise<void> {
