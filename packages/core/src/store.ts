@@ -216,10 +216,16 @@ export interface JobRef {
  */
 export function refOf(job: Job): JobRef {
   const ref: JobRef = { id: job.id, token: job.lockToken as string };
-  if (job.scope !== null && (job.exclusive || (job.scopeLimit ?? null) !== null)) {
-    ref.scope = job.scope;
-  }
+  const scope = limitedScopeOf(job);
+  if (scope !== undefined) ref.scope = scope;
   return ref;
+}
+
+/** The scope of a limited job (exclusive or `scopeLimit`); undefined for any other. */
+export function limitedScopeOf(job: Job): string | undefined {
+  return job.scope !== null && (job.exclusive || (job.scopeLimit ?? null) !== null)
+    ? job.scope
+    : undefined;
 }
 
 /**

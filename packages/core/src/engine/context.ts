@@ -53,6 +53,11 @@ export class EngineContext {
     this.events.emit(event, payload);
   }
 
+  /** Someone listens to `event`: the hot path builds a payload only then. */
+  listens(event: EngineEventName): boolean {
+    return this.events.has(event);
+  }
+
   /**
    * A store call failed: an `error` event each time, a log line for the first of a streak
    * (`warn`) and for the recovery (`info`, see `reportSuccess`).

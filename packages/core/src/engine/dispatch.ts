@@ -6,7 +6,7 @@
 import { CancelledError, JobsError, LockLostError } from '../errors.js';
 import { historyResultJson } from '../history.js';
 import { decideRetry } from '../retry.js';
-import type { Job } from '../store.js';
+import type { Job, JobCompletion } from '../store.js';
 import { canCancel, reportProgress } from './cancellation.js';
 import type { EngineContext } from './context.js';
 import { type HeldJob, JobAbort } from './held-jobs.js';
@@ -14,13 +14,18 @@ import { callThrough } from './hooks.js';
 import type { ResolvedHandler } from './options.js';
 import type { PendingFailure, Settlement } from './settlement.js';
 import { firedFromTimer } from './timer-firing.js';
-import type { JobContext } from './types.js';
+import type { JobContext, Logger } from './types.js';
 
 export class Dispatcher {
   constructor(
     private readonly ctx: EngineContext,
     private readonly settlement: Settlement,
   ) {}
+
+  /** The engine's logger (`ctx.log`). */
+  get logger(): Logger {
+    return this.ctx.options.logger;
+  }
 
   /**
    * Holds freshly acquired jobs and starts as many as there are free slots. `sentAt` is when
@@ -61,39 +66,52 @@ export class Dispatcher {
 
   private execute(held: HeldJob): void {
     const { job } = held;
-    const { handlers, logger } = this.ctx.options;
-    const resolved = handlers.get(job.type) as ResolvedHandler;
+    const resolved = this.ctx.options.handlers.get(job.type) as ResolvedHandler;
     this.ctx.jobs.executing += 1;
     const abort = new JobAbort();
     held.controller = abort;
     held.startedAt = Date.now();
-    if (firedFromTimer(job)) this.ctx.emit('timer-fired', { job });
-    this.ctx.emit('started', { job });
-    const ctx: JobContext = {
-      get signal() {
-        return abort.signal;
-      },
-      attempt: job.attempts,
-      occurrence: job.occurrence,
-      shard: job.shard,
-      log: logger,
-      transaction: (work) => this.completeInTransaction(held, work),
-      progress: (value) => reportProgress(this.ctx, held, value),
-      rateLimited: (delayMs) => this.ctx.rateLimits.pushBack(job, delayMs),
-    };
-    const run = () => Promise.resolve().then(() => resolved.handler(job, ctx));
+    if (firedFromTimer(job) && this.ctx.listens('timer-fired')) {
+      this.ctx.emit('timer-fired', { job });
+    }
+    if (this.ctx.listens('started')) this.ctx.emit('started', { job });
+    const ctx = new RunContext(this, held, abort);
     const hooks = this.ctx.hooks.run;
-    (hooks.length === 0 ? run() : callThrough(hooks, [job], run)).then(
+    if (hooks.length === 0) {
+      void this.run(held, resolved, ctx);
+      return;
+    }
+    callThrough(hooks, [job], () => Promise.resolve().then(() => resolved.handler(job, ctx))).then(
       (result: unknown) => this.finish(held, null, result),
       (error: unknown) => this.finish(held, error ?? new Error('handler threw a falsy value')),
     );
   }
 
+  /** Runs the handler (on a later microtask, never inside dispatch's loop), then `finish`. */
+  private async run(held: HeldJob, resolved: ResolvedHandler, ctx: JobContext): Promise<void> {
+    let result: unknown;
+    try {
+      await undefined;
+      result = await resolved.handler(held.job, ctx);
+    } catch (error) {
+      this.finish(held, error ?? new Error('handler threw a falsy value'));
+      return;
+    }
+    this.finish(held, null, result);
+  }
+
+  /** `ctx.progress(value)` of `held`'s run. */
+  progressOf(held: HeldJob, value: unknown): void {
+    reportProgress(this.ctx, held, value);
+  }
+
+  /** `ctx.rateLimited(ms)` of `held`'s run. */
+  rateLimitedOf(held: HeldJob, delayMs: number): Promise<void> {
+    return this.ctx.rateLimits.pushBack(held.job, delayMs);
+  }
+
   /** `ctx.transaction`: the handler's writes and the job's completion commit together. */
-  private async completeInTransaction<T, Tx>(
-    held: HeldJob,
-    work: (tx: Tx) => T | Promise<T>,
-  ): Promise<T> {
+  async completeInTransaction<T, Tx>(held: HeldJob, work: (tx: Tx) => T | Promise<T>): Promise<T> {
     const { store } = this.ctx.options;
     if (!store.completeInTransaction) {
       throw new JobsError(
@@ -162,14 +180,12 @@ export class Dispatcher {
       this.deferRateLimited(held, pushBackMs);
     } else if (error === null) {
       // Also after stop() aborted it: a handler that succeeded in the grace is done.
-      held.completion = {
-        ...held.ref,
-        durationMs: Date.now() - held.startedAt,
-        // Serialised only when history keeps it: `keep: 'none'` costs nothing here.
-        ...(this.ctx.options.history.keep === 'all'
-          ? { resultJson: historyResultJson(result) }
-          : {}),
-      };
+      const completion: JobCompletion = { ...held.ref, durationMs: Date.now() - held.startedAt };
+      // Serialised only when history keeps it: `keep: 'none'` costs nothing here.
+      if (this.ctx.options.history.keep === 'all') {
+        completion.resultJson = historyResultJson(result);
+      }
+      held.completion = completion;
       this.settlement.queueCompletion(held);
     } else if (held.shutdownAborted) {
       // Failed because stop() aborted it: not a failed attempt; another engine runs it.
@@ -214,5 +230,52 @@ export class Dispatcher {
         retryDelayMs: decision.delayMs,
       },
     };
+  }
+}
+
+/**
+ * A handler's `ctx`: one object per run. Its functions are made when first read, so a handler
+ * that uses none costs one allocation, and each still works when destructured
+ * (`async (job, { signal, progress }) => …`).
+ */
+class RunContext implements JobContext {
+  readonly attempt: number;
+  readonly occurrence: Date | null;
+  readonly shard: { index: number; count: number } | null;
+  readonly log: Logger;
+  private made: Partial<Pick<JobContext, 'transaction' | 'progress' | 'rateLimited'>> | null = null;
+
+  constructor(
+    private readonly dispatcher: Dispatcher,
+    private readonly held: HeldJob,
+    private readonly abort: JobAbort,
+  ) {
+    const { job } = held;
+    this.attempt = job.attempts;
+    this.occurrence = job.occurrence;
+    this.shard = job.shard;
+    this.log = dispatcher.logger;
+  }
+
+  get signal(): AbortSignal {
+    return this.abort.signal;
+  }
+
+  get transaction(): JobContext['transaction'] {
+    this.made ??= {};
+    this.made.transaction ??= (work) => this.dispatcher.completeInTransaction(this.held, work);
+    return this.made.transaction;
+  }
+
+  get progress(): JobContext['progress'] {
+    this.made ??= {};
+    this.made.progress ??= (value) => this.dispatcher.progressOf(this.held, value);
+    return this.made.progress;
+  }
+
+  get rateLimited(): JobContext['rateLimited'] {
+    this.made ??= {};
+    this.made.rateLimited ??= (delayMs) => this.dispatcher.rateLimitedOf(this.held, delayMs);
+    return this.made.rateLimited;
   }
 }

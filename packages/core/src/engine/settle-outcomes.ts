@@ -48,14 +48,20 @@ export class SettleOutcomes {
 
   afterComplete(done: HeldJob[], result: SettleResult): void {
     this.afterScheduledJobsEnded(done);
-    const lost = new Set(result.lost);
+    const lost = result.lost.length > 0 ? new Set(result.lost) : null;
     const now = Date.now();
+    const listened = this.ctx.listens('completed');
     for (const held of done) {
       this.ctx.jobs.forget(held);
+      if (!lost?.has(held.job.id)) {
+        if (listened) {
+          this.ctx.emit('completed', { job: held.job, durationMs: now - held.startedAt });
+        }
+        continue;
+      }
       const completed = () =>
         this.ctx.emit('completed', { job: held.job, durationMs: now - held.startedAt });
-      if (!lost.has(held.job.id)) completed();
-      else if (held.settleUncertain) {
+      if (held.settleUncertain) {
         // An earlier call may have deleted it: then the job is gone, and it was ours — unless
         // another owner ran it again after the lease ran out and completed it (history tells).
         this.reportUncertain(held, (job) => this.endedByThisRun(held, job, 'completed'), completed);

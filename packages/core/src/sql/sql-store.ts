@@ -46,7 +46,7 @@ import type {
   StatsRow,
   StoreCapabilities,
 } from '../store.js';
-import { refOf } from '../store.js';
+import { limitedScopeOf } from '../store.js';
 import { type Dialect, isJobId } from './dialect.js';
 import type { Executor, Operation, Query, RunOptions } from './executor.js';
 import type { LockRetries } from './lock-retries.js';
@@ -457,7 +457,7 @@ export class SqlJobStore implements JobStore {
   /** Remembers the scopes of limited jobs leased here, for settles whose refs do not say. */
   private noteScopes(jobs: Job[]): Job[] {
     for (const job of jobs) {
-      const scope = refOf(job).scope;
+      const scope = limitedScopeOf(job);
       if (scope !== undefined) this.leasedScopes.set(job.id, scope);
     }
     // Leases never settled here (lost, or settled by another process) must not pile up.
@@ -476,10 +476,14 @@ export class SqlJobStore implements JobStore {
   private async afterSettle<T>(refs: readonly JobRef[], settled: Promise<T>): Promise<T> {
     const result = await settled;
     const scopes: string[] = [];
+    const leased = this.leasedScopes.size > 0;
     for (const ref of refs) {
-      const scope = ref.scope ?? this.leasedScopes.get(ref.id);
+      if (ref.scope !== undefined) scopes.push(ref.scope);
+      if (!leased) continue;
+      const scope = this.leasedScopes.get(ref.id);
+      if (scope === undefined) continue;
       this.leasedScopes.delete(ref.id);
-      if (scope !== undefined) scopes.push(scope);
+      if (ref.scope === undefined) scopes.push(scope);
     }
     if (scopes.length > 0) await this.rebalanceScopes(scopes, true).catch(() => 0);
     return result;

@@ -80,6 +80,20 @@ const NOW_MS = `date_trunc('milliseconds', ${NOW})`;
  * from `$first`: evaluated once, and only when the statement returns a row — a statement that
  * changed nothing wakes nobody.
  */
+/** Ids and lease tokens as they always are: digits, hex and dashes (no quoting needed). */
+const PLAIN_ELEMENT = /^[0-9A-Za-z-]+$/;
+
+/**
+ * `values` as a PostgreSQL array literal (`{1,2,3}`) when every element is plain (ids, tokens),
+ * built in one join instead of `pg` quoting each element; else the array, which `pg` quotes.
+ */
+function arrayText(values: readonly string[]): string | readonly string[] {
+  for (const value of values) {
+    if (!PLAIN_ELEMENT.test(value) || value.toUpperCase() === 'NULL') return values;
+  }
+  return `{${values.join(',')}}`;
+}
+
 function wake(notify: Query | null, first: number): { sql: string; params: unknown[] } {
   if (!notify) return { sql: 'NULL', params: [] };
   let n = first;
@@ -347,9 +361,11 @@ export function postgresDialect({
          CASE WHEN EXISTS (SELECT 1 FROM recovered r WHERE r.state = 'async')
               THEN ${wakeSql} END AS notified
   FROM recovered`;
-  const refArrays = (refs: readonly JobRef[]): [string[], string[]] => [
-    refs.map((ref) => ref.id),
-    refs.map((ref) => ref.token),
+  const refArrays = (
+    refs: readonly JobRef[],
+  ): [string | readonly string[], string | readonly string[]] => [
+    arrayText(refs.map((ref) => ref.id)),
+    arrayText(refs.map((ref) => ref.token)),
   ];
   const ids = (rows: SqlRow[]): string[] => rows.map((row) => String(row.id));
   /** Result and duration arrays of history records, in `done`'s order. */
@@ -484,13 +500,13 @@ END $$`,
       return leased((yield { sql: acquireFast, params: acquireParams(request, token) }).rows);
     },
     *completeAndAcquire(done, request, token, history = false) {
-      const [doneIds, doneTokens] = refArrays(done);
+      const doneIds = done.map((ref) => ref.id);
       const rows = (yield {
         sql: completeAndAcquireFast(history),
         params: [
           ...acquireParams(request, token),
-          doneIds,
-          doneTokens,
+          arrayText(doneIds),
+          arrayText(done.map((ref) => ref.token)),
           ...(history ? recordArrays(done) : []),
         ],
       }).rows;
