@@ -49,6 +49,8 @@ const SLACK = 100;
  * a write each, but the acquisition walk passes every row in line of a full scope.
  */
 const REFILL = 16;
+/** Due waiting rows of one scope a rebalance blocks at most (see `waitingReadLimit`). */
+const BLOCK_PER_CALL = 1_000;
 /** Above every scope limit (at most 1,000): `readCounts` packs a count and a limit in one number. */
 const LIMIT_BASE = 4096;
 /** Scopes a sweep takes of each kind (with blocked rows; with due waiting limited rows). */
@@ -75,56 +77,80 @@ export function* rebalanceScopes(
   afterSettle = false,
 ): Operation<number> {
   // (No `??` around a yield: the CommonJS build turns its right side into a function.)
-  const named = scopes === undefined ? yield* scopesToSweep(c, cursor) : scopes;
-  const list = [...new Set(named)];
+  const sweep = scopes === undefined ? yield* scopesToSweep(c, cursor) : null;
+  const list = [...new Set(sweep ? sweep.scopes : (scopes ?? []))];
   let promoted = 0;
   for (let i = 0; i < list.length; i += SCOPES_PER_STATEMENT) {
     promoted += yield* rebalanceChunk(c, list.slice(i, i + SCOPES_PER_STATEMENT), afterSettle);
   }
+  if (sweep) Object.assign(cursor, sweep.next);
   // Jobs let in are acquirable: wake the engines (delivered on commit).
   if (promoted > 0 && c.notify) yield c.notify;
   return promoted;
 }
 
-/** The scopes a sweep looks at: the next ones with blocked jobs or due waiting limited jobs. */
-function* scopesToSweep(c: SqlContext, cursor: SweepCursor): Operation<string[]> {
-  const blocked = yield* nextScopes(c, cursor, 'blocked', `b.state = 'blocked'`);
-  const waiting = yield* nextScopes(c, cursor, 'waiting', waitingLimited(c, 'b'));
-  return [...blocked, ...waiting];
+/**
+ * The scopes a sweep looks at: the next ones with blocked jobs or due waiting limited jobs, and
+ * where the cursor goes next — moved by the caller only once the sweep succeeded, so a failed
+ * one is taken again rather than skipped.
+ */
+function* scopesToSweep(
+  c: SqlContext,
+  cursor: SweepCursor,
+): Operation<{ scopes: string[]; next: SweepCursor }> {
+  const blocked = yield* nextScopes(c, cursor.blocked, `b.state = 'blocked'`, ['blocked']);
+  const waiting = yield* nextScopes(c, cursor.waiting, waitingLimited(c, 'b'), ['async', 'timer']);
+  return {
+    scopes: [...blocked.scopes, ...waiting.scopes],
+    next: { blocked: blocked.next, waiting: waiting.next },
+  };
 }
 
 /**
- * The next scopes (up to `SWEEP_SCOPES`) with rows matching `where` (alias `b`) after the
- * cursor's scope, in scope order through a scope index, and the cursor moved on past the last
- * one (the sweep takes each scope whole), or back to the start once the end is reached.
+ * The next scopes (up to `SWEEP_SCOPES`) after `after` with rows matching `where` (alias `b`),
+ * in scope order through a scope index, and the cursor after them: the last one (the sweep
+ * takes each scope whole), or null to start again once the end is reached.
  *
  * With `Dialect.recursiveSkipScan`, a skip scan: each scope is one probe for the first entry
- * after the one before, however many rows a scope has. Otherwise the next `SWEEP_SCOPES`
- * matching entries from the cursor (MySQL/MariaDB, whose recursive step would not start its
- * range at the bound it correlates on); a scope with more rows than that is passed in one step.
+ * after the one before, however many rows a scope has. Otherwise (MySQL/MariaDB, whose
+ * recursive step would not start its range at the bound it correlates on) a loose index scan
+ * per state in `states` (`GROUP BY scope` under one state's equality reads one entry per
+ * scope); it finds scopes with rows in those states, a superset that `rebalanceChunk` narrows.
  */
 function* nextScopes(
   c: SqlContext,
-  cursor: SweepCursor,
-  kind: keyof SweepCursor,
+  after: string | null,
   where: string,
-): Operation<string[]> {
+  states: readonly string[],
+): Operation<{ scopes: string[]; next: string | null }> {
   // No scope is empty (enqueue rejects it): '' is before every scope.
-  const params = [cursor[kind] ?? ''];
-  const next = (after: string, limit: number): string => `SELECT b.scope
-    FROM ${byScope(c, 'b')} WHERE ${where} AND b.scope > ${after} ORDER BY b.scope LIMIT ${limit}`;
-  const found = c.d.recursiveSkipScan
-    ? (yield {
-        sql: c.d.sql(`WITH RECURSIVE s (scope, n) AS (SELECT (${next('?', 1)}), 1
-          UNION ALL SELECT (${next('s.scope', 1)}), s.n + 1 FROM s
-            WHERE s.scope IS NOT NULL AND s.n < ${SWEEP_SCOPES})
-          SELECT s.scope FROM s WHERE s.scope IS NOT NULL`),
-        params,
-      }).rows
-    : (yield { sql: c.d.sql(next('?', SWEEP_SCOPES)), params }).rows;
-  const scopes = [...new Set(found.map((row) => String(row.scope)))];
-  cursor[kind] = found.length < SWEEP_SCOPES ? null : (scopes.at(-1) ?? null);
-  return scopes;
+  const from = after ?? '';
+  let query: { sql: string; params: string[] };
+  if (c.d.recursiveSkipScan) {
+    const next = (bound: string): string => `SELECT b.scope FROM ${byScope(c, 'b')}
+      WHERE ${where} AND b.scope > ${bound} ORDER BY b.scope LIMIT 1`;
+    query = {
+      sql: `WITH RECURSIVE s (scope, n) AS (SELECT (${next('?')}), 1
+        UNION ALL SELECT (${next('s.scope')}), s.n + 1 FROM s
+          WHERE s.scope IS NOT NULL AND s.n < ${SWEEP_SCOPES})
+        SELECT s.scope FROM s WHERE s.scope IS NOT NULL`,
+      params: [from],
+    };
+  } else {
+    const perState = states.map(
+      (state) => `(SELECT b.scope FROM ${byScope(c, 'b')}
+        WHERE b.state = '${state}' AND b.scope > ? GROUP BY b.scope
+        ORDER BY b.scope LIMIT ${SWEEP_SCOPES})`,
+    );
+    query = {
+      sql: `SELECT u.scope FROM (${perState.join(' UNION ')}) u
+        ORDER BY u.scope LIMIT ${SWEEP_SCOPES}`,
+      params: states.map(() => from),
+    };
+  }
+  const rows = (yield { sql: c.d.sql(query.sql), params: query.params }).rows;
+  const scopes = rows.map((row) => String(row.scope));
+  return { scopes, next: scopes.length < SWEEP_SCOPES ? null : (scopes.at(-1) ?? null) };
 }
 
 /** Due waiting limited rows (alias `a`, or none), without the scope condition. */
@@ -181,6 +207,7 @@ function* rebalanceChunk(
   c: SqlContext,
   scopes: readonly string[],
   onlyBlocked: boolean,
+  recheck = true,
 ): Operation<number> {
   const counts = yield* readCounts(c, scopes, onlyBlocked);
   const work: Work[] = [];
@@ -199,6 +226,7 @@ function* rebalanceChunk(
   const firsts = yield* readFirsts(c, work);
   const letIn: string[] = [];
   const block: string[] = [];
+  const blockScopes = new Set<string>();
   for (const w of work) {
     const rows = (firsts.get(w.scope) ?? []).sort(byAcquisitionOrder);
     // Row p of the scope's order may start when fewer than its own limit run or rank ahead
@@ -224,11 +252,22 @@ function* rebalanceChunk(
       // A waiting row that cannot start now stays in line within the slack, unless a blocked
       // row is ahead of it (it could not start before that one anyway).
       const afterUnread = last !== undefined && byAcquisitionOrder(row, last) > 0;
-      if (p >= cut && (behindBlocked || afterUnread || p >= cut + SLACK)) block.push(row.id);
+      if (p >= cut && (behindBlocked || afterUnread || p >= cut + SLACK)) {
+        block.push(row.id);
+        blockScopes.add(w.scope);
+      }
     }
   }
-  yield* setState(c, block, 'blocked', ['timer', 'async']);
-  return yield* setState(c, letIn, 'async', ['blocked']);
+  const blockedNow = yield* setState(c, block, 'blocked', ['timer', 'async']);
+  let promoted = yield* setState(c, letIn, 'async', ['blocked']);
+  if (blockedNow > 0 && recheck) {
+    // These blocks were decided on reads a settle may have changed since: one that freed a
+    // slot and read before they committed saw nothing blocked and let nothing in. Reading
+    // again now that they are committed, this call or that settle sees the other.
+    const into = work.filter((w) => blockScopes.has(w.scope)).map((w) => w.scope);
+    promoted += yield* rebalanceChunk(c, into, true, false);
+  }
+  return promoted;
 }
 
 /**
@@ -237,6 +276,16 @@ function* rebalanceChunk(
  */
 function readLimit(w: Work): number {
   return w.k > 0 ? w.k + REFILL : 1;
+}
+
+/**
+ * Due waiting rows read of a scope, first in acquisition order: its free slots, the slack, and
+ * at most `BLOCK_PER_CALL` to block. A larger burst that came in without a rebalance (a
+ * caller's transaction, timers come due) is blocked over the next calls, so no settle that
+ * runs this pays for more.
+ */
+function waitingReadLimit(w: Work): number {
+  return w.k + SLACK + BLOCK_PER_CALL;
 }
 
 /** Moves the rows `ids` that are still in one of `from` to `state`; how many moved. */
@@ -367,19 +416,24 @@ function* readFirsts(c: SqlContext, work: readonly Work[]): Operation<Map<string
       COALESCE(${a}.scope_limit, 1) AS lim`;
   const parts: string[] = [];
   const params: unknown[] = [];
-  const scopes = work.map((w) => w.scope);
   if (c.d.arrayParam) {
     // Per scope, a probe of its waiting rows' index in order (without ORDER BY the planner
     // reads the whole index into a hash join, and with a list of scopes as a filter it walks
     // every due waiting row of the table).
-    parts.push(`SELECT ${columns('w')} FROM unnest(${c.d.arrayParam('text')}) AS x(scope)
+    parts.push(`SELECT ${columns('w')}
+      FROM unnest(${c.d.arrayParam('text')}, ${c.d.arrayParam('bigint')}) AS x(scope, n)
       CROSS JOIN LATERAL (SELECT * FROM ${c.jobs} j WHERE j.scope = x.scope
-        AND ${waitingLimited(c, 'j')} ORDER BY ${rank(c, 'j')}) w`);
-    params.push(scopes);
+        AND ${waitingLimited(c, 'j')} ORDER BY ${rank(c, 'j')} LIMIT x.n) w`);
+    params.push(
+      work.map((w) => w.scope),
+      work.map((w) => String(waitingReadLimit(w))),
+    );
   } else {
-    parts.push(`SELECT ${columns('w')} FROM ${byScope(c, 'w')}
-      WHERE w.scope IN (${marks(scopes.length)}) AND ${waitingLimited(c, 'w')}`);
-    params.push(...scopes);
+    work.forEach((w, i) => {
+      parts.push(`SELECT * FROM (SELECT ${columns('w')} FROM ${byScope(c, 'w')}
+        WHERE w.scope = ? AND ${waitingLimited(c, 'w')} ORDER BY ${rank(c, 'w')} LIMIT ?) w${i}`);
+      params.push(w.scope, waitingReadLimit(w));
+    });
   }
   const withBlocked = work.filter((w) => w.blocked);
   if (withBlocked.length > 0 && c.d.arrayParam && c.d.correlatedLimit) {
