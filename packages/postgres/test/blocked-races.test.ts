@@ -87,8 +87,9 @@ describe.skipIf(!reachable)('blocked sets: races with settles', () => {
     const scope = 'raced';
     const limited = { scope, exclusive: true };
     // One running (R), a short queue in line, and behind it one blocked job (B).
-    const jobs = (await store.enqueue(Array.from({ length: 102 }, () => newJob('work', limited))))
-      .map((r) => r.job);
+    const jobs = (
+      await store.enqueue(Array.from({ length: 102 }, () => newJob('work', limited)))
+    ).map((r) => r.job);
     const [running] = await store.acquire(REQUEST);
     expect(running?.id).toBe(jobs[0]?.id);
     await store.deleteMany?.({ scope, state: ['timer', 'async'] }, 1_000);
