@@ -9,6 +9,8 @@ import {
   type Executor,
   type Operation,
   postgresDialect,
+  type Query,
+  type QueryOutcome,
   type RunOptions,
   SqlJobStore,
 } from '@jobs/core/sql';
@@ -31,18 +33,18 @@ class PausingExecutor implements Executor {
         this.beforeBlock = null;
         await hook();
       }
-      return this.inner.run(
-        (function* () {
-          return yield query;
-        })(),
-        { transaction: false },
-      );
+      return this.inner.run(oneStatement(query), { transaction: false });
     });
   }
 
   close(): Promise<void> {
     return this.inner.close();
   }
+}
+
+/** An operation of one statement: its outcome. */
+function* oneStatement(query: Query): Operation<QueryOutcome> {
+  return yield query;
 }
 
 const REQUEST: AcquireRequest = {
@@ -97,16 +99,15 @@ describe.skipIf(!reachable)('blocked sets: races with settles', () => {
     expect((await store.getJob(blocked.id))?.state).toBe('blocked');
     // J comes in a caller's transaction: no rebalance of its own, it waits in line behind B.
     const client = await pool.connect();
-    let late: Job;
+    let late: Job | undefined;
     try {
       await client.query('BEGIN');
-      [{ job: late }] = (await store.enqueue([newJob('work', limited)], { tx: client })) as [
-        { job: Job },
-      ];
+      late = (await store.enqueue([newJob('work', limited)], { tx: client }))[0]?.job;
       await client.query('COMMIT');
     } finally {
       client.release();
     }
+    if (!late) throw new Error('nothing enqueued');
     expect((await store.getJob(late.id))?.state).toBe('async');
 
     // A rebalance reads (R running: no free slot, J behind B: block J); before its UPDATE, R
