@@ -92,13 +92,14 @@ const urlOf = (database: string): string => {
   return url.toString();
 };
 
-function openStore(contender: 'mysql' | 'mysql-tuned' | 'postgres', poolSize = 4): JobStore {
+/** A store with its defaults (pool of 10) for the default contenders; tuned: a pool of 4. */
+function openStore(contender: 'mysql' | 'mysql-tuned' | 'postgres'): JobStore {
   return contender === 'postgres'
-    ? new PostgresJobStore({ connectionString: PG_URL, schema: PG_SCHEMA, max: poolSize })
+    ? new PostgresJobStore({ connectionString: PG_URL, schema: PG_SCHEMA })
     : new MysqlJobStore({
         uri: MYSQL_URL,
         database: DATABASES[contender],
-        connectionLimit: poolSize,
+        ...(contender === 'mysql-tuned' ? { connectionLimit: 4 } : {}),
       });
 }
 
@@ -330,7 +331,7 @@ export async function runMysqlBench(
   notes.push(
     `server: ${version}; concurrency ${CONCURRENCY} per worker process; ${total} no-op jobs (Sidequest: ${sidequestTotal}); ${latencyJobs} latency samples at 50/s; ${singles} single enqueues`,
     '@jobs/mysql: MysqlJobStore + JobEngine({ concurrency: 10 }) and nothing else: adaptive batches, wake-ups by reading the end of the primary key every 20 ms (notifyIntervalMs) while idle',
-    `@jobs/mysql tuned: the same with prefetch: ${TUNED_PREFETCH} and history: { keep: 'failed' } (completed jobs leave no history record)`,
+    `@jobs/mysql tuned: the same with prefetch: ${TUNED_PREFETCH} and history: { keep: 'failed' } (completed jobs leave no history record), connectionLimit: 4`,
     `sidequest 1.16.4 + @sidequest/mysql-backend 1.16.4: queue concurrency 10, maxConcurrentJobs 10, runner "inline" and fork: false (no worker threads or child process per job: its fastest documented mode for no-op jobs), jobPollingInterval ${SIDEQUEST_POLL_MS} ms (its default); it claims at most the free slots per poll and has no bulk enqueue (100 concurrent enqueue calls at a time)`,
     '@jobs/postgres: the default configuration on the same machine, the reference for "MySQL ≥ 0.5× our PostgreSQL"',
     'round trips: commands the worker process wrote to the MySQL socket (every client library alike) ÷ jobs; idle: commands per second of a worker with nothing to run, after it settled',
