@@ -76,28 +76,13 @@ export class Dispatcher {
     }
     if (this.ctx.listens('started')) this.ctx.emit('started', { job });
     const ctx = new RunContext(this, held, abort);
+    // On a later microtask, never inside dispatch's loop.
+    const run = () => Promise.resolve().then(() => resolved.handler(job, ctx));
     const hooks = this.ctx.hooks.run;
-    if (hooks.length === 0) {
-      void this.run(held, resolved, ctx);
-      return;
-    }
-    callThrough(hooks, [job], () => Promise.resolve().then(() => resolved.handler(job, ctx))).then(
+    (hooks.length === 0 ? run() : callThrough(hooks, [job], run)).then(
       (result: unknown) => this.finish(held, null, result),
       (error: unknown) => this.finish(held, error ?? new Error('handler threw a falsy value')),
     );
-  }
-
-  /** Runs the handler (on a later microtask, never inside dispatch's loop), then `finish`. */
-  private async run(held: HeldJob, resolved: ResolvedHandler, ctx: JobContext): Promise<void> {
-    let result: unknown;
-    try {
-      await undefined;
-      result = await resolved.handler(held.job, ctx);
-    } catch (error) {
-      this.finish(held, error ?? new Error('handler threw a falsy value'));
-      return;
-    }
-    this.finish(held, null, result);
   }
 
   /** `ctx.progress(value)` of `held`'s run. */
