@@ -416,43 +416,39 @@ function* readFirsts(c: SqlContext, work: readonly Work[]): Operation<Map<string
       COALESCE(${a}.scope_limit, 1) AS lim`;
   const parts: string[] = [];
   const params: unknown[] = [];
-  if (c.d.arrayParam) {
-    // Per scope, a probe of its waiting rows' index in order (without ORDER BY the planner
-    // reads the whole index into a hash join, and with a list of scopes as a filter it walks
-    // every due waiting row of the table).
-    parts.push(`SELECT ${columns('w')}
-      FROM unnest(${c.d.arrayParam('text')}, ${c.d.arrayParam('bigint')}) AS x(scope, n)
-      CROSS JOIN LATERAL (SELECT * FROM ${c.jobs} j WHERE j.scope = x.scope
-        AND ${waitingLimited(c, 'j')} ORDER BY ${rank(c, 'j')} LIMIT x.n) w`);
-    params.push(
-      work.map((w) => w.scope),
-      work.map((w) => String(waitingReadLimit(w))),
-    );
-  } else {
-    work.forEach((w, i) => {
-      parts.push(`SELECT * FROM (SELECT ${columns('w')} FROM ${byScope(c, 'w')}
-        WHERE w.scope = ? AND ${waitingLimited(c, 'w')} ORDER BY ${rank(c, 'w')} LIMIT ?) w${i}`);
-      params.push(w.scope, waitingReadLimit(w));
+  /**
+   * Each scope's first `n` rows matching `where` (alias `j`) in acquisition order, as `a`: per
+   * scope, a probe of its index in order. PostgreSQL: one text for any number of scopes,
+   * LATERAL (without ORDER BY its planner reads the whole index into a hash join, and with a
+   * list of scopes as a filter it walks every matching row of the table); else a subquery per
+   * scope.
+   */
+  const firstRows = (a: string, of: readonly Work[], where: string, n: (w: Work) => number) => {
+    if (of.length === 0) return;
+    if (c.d.arrayParam) {
+      parts.push(`SELECT ${columns(a)}
+        FROM unnest(${c.d.arrayParam('text')}, ${c.d.arrayParam('bigint')}) AS x(scope, n)
+        CROSS JOIN LATERAL (SELECT * FROM ${c.jobs} j WHERE j.scope = x.scope AND ${where}
+          ORDER BY ${rank(c, 'j')} LIMIT x.n) ${a}`);
+      params.push(
+        of.map((w) => w.scope),
+        of.map((w) => String(n(w))),
+      );
+      return;
+    }
+    of.forEach((w, i) => {
+      parts.push(`SELECT * FROM (SELECT ${columns('j')} FROM ${byScope(c, 'j')}
+        WHERE j.scope = ? AND ${where} ORDER BY ${rank(c, 'j')} LIMIT ?) ${a}${i}`);
+      params.push(w.scope, n(w));
     });
-  }
-  const withBlocked = work.filter((w) => w.blocked);
-  if (withBlocked.length > 0 && c.d.arrayParam && c.d.correlatedLimit) {
-    // One text for any number of scopes: each scope's first k blocked rows, LATERAL.
-    parts.push(`SELECT ${columns('b')} FROM unnest(${c.d.arrayParam('text')}, ${c.d.arrayParam('bigint')})
-        AS x(scope, k)
-      CROSS JOIN LATERAL (SELECT * FROM ${c.jobs} j WHERE j.scope = x.scope AND j.state = 'blocked'
-        ORDER BY ${rank(c, 'j')} LIMIT x.k) b`);
-    params.push(
-      withBlocked.map((w) => w.scope),
-      withBlocked.map((w) => String(readLimit(w))),
-    );
-  } else {
-    withBlocked.forEach((w, i) => {
-      parts.push(`SELECT * FROM (SELECT ${columns('b')} FROM ${byScope(c, 'b')}
-        WHERE b.scope = ? AND b.state = 'blocked' ORDER BY ${rank(c, 'b')} LIMIT ?) b${i}`);
-      params.push(w.scope, readLimit(w));
-    });
-  }
+  };
+  firstRows('w', work, waitingLimited(c, 'j'), waitingReadLimit);
+  firstRows(
+    'b',
+    work.filter((w) => w.blocked),
+    `j.state = 'blocked'`,
+    readLimit,
+  );
   const out = new Map<string, Ranked[]>();
   const rows = (yield { planEachTime: true, sql: c.d.sql(parts.join('\nUNION ALL ')), params })
     .rows;
