@@ -777,11 +777,17 @@ export interface Producer {
   close(): Promise<void>;
 }
 
+/** Rounds of the throughput runs: each contender's rate is the median of this many. */
+export const THROUGHPUT_ROUNDS = 3;
+
 /**
  * Throughput of each contender at 1 and 2 worker processes, the machine belonging to one
  * contender at a time: a fresh table (`open`), `jobs` enqueued up front in bulk, then `drain`.
- * Adds bulk enqueue, throughput, and for 1 process commands per job (`commands`, or none when
- * it returns null) and peak RSS; `after` may add notes about a run.
+ * Every contender runs `rounds` times, round after round (so slow drifts of the machine — disk
+ * flushes, a neighbour — fall on every contender alike), and each figure is the run with the
+ * median rate; the note gives every round's rate. Adds bulk enqueue, throughput, and for
+ * 1 process commands per job (`commands`, or none when it returns null) and peak RSS; `after`
+ * may add notes about a run.
  */
 export async function throughputRuns<C>(options: {
   suite: string;
@@ -793,33 +799,64 @@ export async function throughputRuns<C>(options: {
   commands(contender: C): [string, string] | null;
   parts: ReportParts<C>;
   after?(contender: C, processes: number, run: DrainResult): void;
+  /** Default `THROUGHPUT_ROUNDS`. */
+  rounds?: number;
 }): Promise<void> {
   const { add, notes } = options.parts;
+  const rounds = options.rounds ?? THROUGHPUT_ROUNDS;
+  type Run = DrainResult & { bulkRate: number };
+  const runs = new Map<string, Run[]>();
+  const cell = (contender: C, processes: number): Run[] => {
+    const key = `${options.name(contender)}\u0000${processes}`;
+    const list = runs.get(key) ?? [];
+    runs.set(key, list);
+    return list;
+  };
+  for (let round = 1; round <= rounds; round++) {
+    for (const contender of options.contenders) {
+      for (const processes of [1, 2]) {
+        const total = options.jobs(contender);
+        const name = options.name(contender);
+        const of = rounds > 1 ? `, round ${round} of ${rounds}` : '';
+        console.log(
+          `[bench] ${options.suite}: ${name} throughput, ${processes} process(es)${of} ...`,
+        );
+        const producer = await options.open(contender);
+        try {
+          const bulkMs = await enqueueInBatches(total, (payloads) => producer.bulk(payloads));
+          const run = await options.drain(contender, producer, total, processes);
+          cell(contender, processes).push({ ...run, bulkRate: (total / bulkMs) * 1000 });
+          if (run.ran !== total) {
+            notes.push(`${name}: ${processes} proc ran ${run.ran} handler calls for ${total} jobs`);
+          }
+          options.after?.(contender, processes, run);
+        } finally {
+          await producer.close();
+        }
+      }
+    }
+  }
+  const median = <T>(list: T[], value: (item: T) => number): T =>
+    [...list].sort((a, b) => value(a) - value(b))[Math.floor((list.length - 1) / 2)] as T;
   for (const contender of options.contenders) {
     for (const processes of [1, 2]) {
-      const total = options.jobs(contender);
-      const name = options.name(contender);
-      console.log(`[bench] ${options.suite}: ${name} throughput, ${processes} process(es) ...`);
-      const producer = await options.open(contender);
-      try {
-        const bulkMs = await enqueueInBatches(total, (payloads) => producer.bulk(payloads));
-        if (processes === 1) {
-          const rate = (total / bulkMs) * 1000;
-          add('enqueue bulk, batches of 1,000 (jobs/s)', contender, rate, 'jobs/s', true);
-        }
-        const run = await options.drain(contender, producer, total, processes);
-        add(`throughput ${processes} proc × 10 (jobs/s)`, contender, run.rate, 'jobs/s', true);
+      const list = cell(contender, processes);
+      const run = median(list, (r) => r.rate);
+      if (processes === 1) {
+        const bulk = median(list, (r) => r.bulkRate).bulkRate;
+        add('enqueue bulk, batches of 1,000 (jobs/s)', contender, bulk, 'jobs/s', true);
+      }
+      add(`throughput ${processes} proc × 10 (jobs/s)`, contender, run.rate, 'jobs/s', true);
+      if (processes === 1) {
         const commands = options.commands(contender);
-        if (processes === 1) {
-          if (commands) add(commands[0], contender, run.commandsPerJob, commands[1], false);
-          add('worker peak RSS (1 proc, MiB)', contender, run.peakRssMb, 'MiB', false);
-        }
-        if (run.ran !== total) {
-          notes.push(`${name}: ${processes} proc ran ${run.ran} handler calls for ${total} jobs`);
-        }
-        options.after?.(contender, processes, run);
-      } finally {
-        await producer.close();
+        if (commands) add(commands[0], contender, run.commandsPerJob, commands[1], false);
+        add('worker peak RSS (1 proc, MiB)', contender, run.peakRssMb, 'MiB', false);
+      }
+      if (list.length > 1) {
+        const rates = list.map((r) => Math.round(r.rate).toLocaleString('en-US')).join(' / ');
+        notes.push(
+          `${options.name(contender)} ${processes} proc: median of ${list.length} rounds; rounds ran ${rates} jobs/s`,
+        );
       }
     }
   }

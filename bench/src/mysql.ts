@@ -275,6 +275,7 @@ export async function runMysqlBench(
     // Commands are counted on the MySQL socket: none for the PostgreSQL reference.
     commands: (contender) =>
       contender === 'postgres' ? null : ['worker round trips per job (1 proc)', 'rt'],
+    rounds: options.quick ? 1 : undefined,
     parts,
     after: (contender, processes, run) => {
       if (contender !== 'mysql' && contender !== 'mysql-tuned') return;

@@ -240,6 +240,7 @@ export async function runPostgresBench(options: BenchOptions): Promise<BenchRepo
       },
       drain: throughput,
       commands: () => ['worker round trips per job (1 proc)', 'rt'],
+      rounds: options.quick ? 1 : undefined,
       parts,
     });
 

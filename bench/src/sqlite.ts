@@ -306,6 +306,7 @@ export async function runSqliteBench(options: Partial<BenchOptions> = {}): Promi
       drain: (contender, producer, jobs, processes) =>
         throughput(contender, producer, files.get(producer) as string, jobs, processes),
       commands: () => ['statements per job (1 proc)', 'stmt'],
+      rounds: quick ? 1 : undefined,
       parts,
     });
 
