@@ -145,8 +145,11 @@ export class PgExecutor extends NetworkExecutor<pg.PoolClient> {
    * connections) never give one name to two texts.
    */
   private prepared(query: Query): pg.QueryConfig {
+    // `pg` types array rows apart (`QueryArrayConfig`); the executor reads rows either way.
+    const rowMode = query.arrayRows ? 'array' : undefined;
     if (query.planEachTime) {
-      return { text: this.dialect.placeholders(query.sql), values: query.params as unknown[] };
+      const text = this.dialect.placeholders(query.sql);
+      return { text, values: query.params as unknown[], rowMode } as pg.QueryConfig;
     }
     let config = this.statements.get(query.sql);
     if (!config) {
@@ -158,6 +161,6 @@ export class PgExecutor extends NetworkExecutor<pg.PoolClient> {
       if (this.statements.size >= MAX_STATEMENTS) config = { text };
       else this.statements.set(query.sql, config);
     }
-    return { ...config, values: query.params as unknown[] };
+    return { ...config, values: query.params as unknown[], rowMode } as pg.QueryConfig;
   }
 }

@@ -17,6 +17,12 @@ export interface Query {
    * plan depends on how many rows there are, off the hot path.
    */
   planEachTime?: boolean;
+  /**
+   * The driver may return each row as an array of its values in select-list order (`pg` does:
+   * its named rows cost a store by column name per column). A dialect that sets it reads both
+   * shapes: drivers without an array mode return named rows.
+   */
+  arrayRows?: boolean;
 }
 
 /** What a statement returned, the same shape for every driver. */

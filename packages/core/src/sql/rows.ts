@@ -61,6 +61,54 @@ export const JOB_COLUMN_NAMES = [
   'cancel_requested',
 ] as const;
 
+type JobColumn = (typeof JOB_COLUMN_NAMES)[number];
+
+/** Where each column of `JOB_COLUMN_NAMES` stands in a select list written in that order. */
+const AT = Object.fromEntries(JOB_COLUMN_NAMES.map((name, i) => [name, i])) as Record<
+  JobColumn,
+  number
+>;
+
+/**
+ * The jobs-table row of a select list in `JOB_COLUMN_NAMES` order, from an array of values (a
+ * driver's array row mode, see `Query.arrayRows`) starting at `at`. One object of one shape,
+ * where a driver's named rows cost a store by column name per column (~2 µs a job on the hot
+ * path, measured).
+ */
+export function jobRowAt(values: readonly unknown[], at = 0): SqlRow {
+  return {
+    id: values[at + AT.id],
+    type: values[at + AT.type],
+    payload: values[at + AT.payload],
+    state: values[at + AT.state],
+    priority: values[at + AT.priority],
+    due_at: values[at + AT.due_at],
+    retries_left: values[at + AT.retries_left],
+    attempts: values[at + AT.attempts],
+    scope: values[at + AT.scope],
+    exclusive: values[at + AT.exclusive],
+    job_key: values[at + AT.job_key],
+    tenant_id: values[at + AT.tenant_id],
+    queue: values[at + AT.queue],
+    created_at: values[at + AT.created_at],
+    retry_policy: values[at + AT.retry_policy],
+    schedule_name: values[at + AT.schedule_name],
+    occurrence: values[at + AT.occurrence],
+    shard_index: values[at + AT.shard_index],
+    shard_count: values[at + AT.shard_count],
+    meta: values[at + AT.meta],
+    scope_limit: values[at + AT.scope_limit],
+    last_error_message: values[at + AT.last_error_message],
+    last_error_stack: values[at + AT.last_error_stack],
+    lock_owner: values[at + AT.lock_owner],
+    lock_expires_at: values[at + AT.lock_expires_at],
+    lock_token: values[at + AT.lock_token],
+    suspended_from: values[at + AT.suspended_from],
+    progress: values[at + AT.progress],
+    cancel_requested: values[at + AT.cancel_requested],
+  };
+}
+
 /**
  * Values for `INSERT_JOB_COLUMNS`, given the store's `now` and how the dialect writes times and
  * booleans. The state is `timer` when the job is due later than now, `async` otherwise.

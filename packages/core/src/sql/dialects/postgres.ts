@@ -46,6 +46,7 @@ import blockedSet from '../migrations/postgres/0008_blocked_set.sql';
 import {
   INSERT_JOB_COLUMNS,
   isLimited,
+  jobRowAt,
   LEASE_EXPIRED_MESSAGE,
   rowToJob,
   type SqlRow,
@@ -243,11 +244,31 @@ export function postgresDialect({
     request.tenants,
     token,
   ];
-  /** Leased rows, or the one `needs_exclusive` row (see `Dialect.acquireExclusive`). */
-  const leased = (rows: SqlRow[]): SqlRow[] =>
-    rows[0]?.needs_exclusive === true
+  /**
+   * Leased rows, or the one `needs_exclusive` row (see `Dialect.acquireExclusive`), of a
+   * statement whose select list is `needs_exclusive`, the job columns, then maybe more. `pg`
+   * returns them as arrays (`arrayRows`); a driver without an array mode, by name.
+   */
+  const leased = (rows: SqlRow[]): SqlRow[] => {
+    const first = rows[0] as unknown;
+    if (Array.isArray(first)) {
+      if (first[0] === true) return [{ needs_exclusive: true }];
+      const out: SqlRow[] = [];
+      for (const values of rows as unknown as unknown[][]) {
+        if (values[1] !== null) out.push(jobRowAt(values, 1));
+      }
+      return out;
+    }
+    return rows[0]?.needs_exclusive === true
       ? rows.slice(0, 1)
       : rows.filter((row) => row.id !== null && row.id !== undefined);
+  };
+  /** `lost_ids` of the fused statement's first row: after the job columns in an array row. */
+  const lostIds = (rows: SqlRow[]): string[] => {
+    const first = rows[0] as unknown;
+    const ids = Array.isArray(first) ? first[1 + JOB_COLUMN_NAMES.length] : rows[0]?.lost_ids;
+    return (ids as string[] | null | undefined) ?? [];
+  };
 
   // ---- enqueue ----
   /**
@@ -497,7 +518,8 @@ END $$`,
     // ---- the hot path ----
     acquireInTransaction: false,
     *acquire(request, token): Operation<SqlRow[]> {
-      return leased((yield { sql: acquireFast, params: acquireParams(request, token) }).rows);
+      const params = acquireParams(request, token);
+      return leased((yield { sql: acquireFast, params, arrayRows: true }).rows);
     },
     *completeAndAcquire(done, request, token, history = false) {
       const doneIds = done.map((ref) => ref.id);
@@ -509,8 +531,9 @@ END $$`,
           arrayText(done.map((ref) => ref.token)),
           ...(history ? recordArrays(done) : []),
         ],
+        arrayRows: true,
       }).rows;
-      const lost = new Set((rows[0]?.lost_ids as string[] | null) ?? []);
+      const lost = new Set(lostIds(rows));
       return { completed: doneIds.filter((id) => !lost.has(id)), rows: leased(rows) };
     },
     *acquireExclusive(request, token): Operation<SqlRow[]> {
@@ -518,10 +541,12 @@ END $$`,
         sql: lockScopes,
         params: [request.limit, request.types, request.queues, request.tenants],
       }).rows[0]?.scopes;
-      return (yield {
+      const rows = (yield {
         sql: acquireLocked,
         params: [...acquireParams(request, token), locked ?? []],
-      }).rows;
+        arrayRows: true,
+      }).rows as unknown[];
+      return rows.map((row) => (Array.isArray(row) ? jobRowAt(row) : (row as SqlRow)));
     },
     *enqueueJobs(input: readonly NewJob[], notify: Query | null): Operation<EnqueueResult[]> {
       const results: (EnqueueResult | undefined)[] = new Array(input.length);
