@@ -2,7 +2,11 @@ import { describe, expect, it } from 'vitest';
 import { MemoryJobStore } from '../src/memory-store.js';
 import { engine, newJob, waitFor } from './helpers.js';
 
-async function runBacklog(options: { prefetch?: number; maxPrefetch?: number }, total: number) {
+async function runBacklog(
+  options: { prefetch?: number; maxPrefetch?: number },
+  total: number,
+  runMs = 0,
+) {
   const store = new MemoryJobStore();
   await store.enqueue(Array.from({ length: total }, () => newJob({ type: 'noop' })));
   const batches: number[] = [];
@@ -14,6 +18,7 @@ async function runBacklog(options: { prefetch?: number; maxPrefetch?: number }, 
     ...options,
     handlers: {
       noop: async () => {
+        if (runMs > 0) await new Promise((resolve) => setTimeout(resolve, runMs));
         done += 1;
       },
     },
@@ -29,10 +34,10 @@ async function runBacklog(options: { prefetch?: number; maxPrefetch?: number }, 
 
 describe('adaptive prefetch (the default)', () => {
   it('leases bigger batches while a backlog waits, up to concurrency + maxPrefetch', async () => {
-    const { batches } = await runBacklog({}, 3_000);
+    const { batches } = await runBacklog({}, 5_000);
     expect(batches[0]).toBe(20);
-    expect(Math.max(...batches)).toBeGreaterThan(200);
-    expect(Math.max(...batches)).toBeLessThanOrEqual(500);
+    expect(Math.max(...batches)).toBeGreaterThan(400);
+    expect(Math.max(...batches)).toBeLessThanOrEqual(1_000);
   });
 
   it('shrinks again when the backlog is gone', async () => {
@@ -46,6 +51,16 @@ describe('adaptive prefetch (the default)', () => {
       await waitFor(() => batches.length > before + i, 'an acquisition');
     }
     expect(e.snapshot().prefetchLimit).toBe(10);
+  });
+
+  it('holds no more slow jobs than start within half a second', async () => {
+    // 50 ms a job at concurrency 10: at most 10 × 500 / 50 = 100 prefetched, where a backlog of
+    // fast jobs grows past 400 (above).
+    const { limits, batches } = await runBacklog({}, 600, 50);
+    expect(Math.max(...limits)).toBeLessThanOrEqual(100);
+    expect(Math.max(...batches)).toBeLessThanOrEqual(110);
+    // It did grow: the cap is the horizon, not the starting prefetch.
+    expect(Math.max(...limits)).toBeGreaterThan(20);
   });
 
   it('keeps a fixed prefetch when one is given', async () => {

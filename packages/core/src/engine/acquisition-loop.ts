@@ -13,7 +13,7 @@ import type { EngineContext } from './context.js';
 import type { Dispatcher } from './dispatch.js';
 import { monotonicNow } from './lease-renewal.js';
 import type { Maintenance } from './maintenance.js';
-import { MIN_POLL_MS } from './options.js';
+import { MIN_POLL_MS, PREFETCH_HORIZON_MS } from './options.js';
 import { completionOf, type Settlement } from './settlement.js';
 
 /** The loop's sleep, and what cuts it short (`engine.poll()`, a notification, a finished job). */
@@ -131,6 +131,8 @@ export class AcquisitionLoop {
   /**
    * Adaptive prefetch: a full batch means a backlog is waiting, so lease bigger batches
    * (fewer round trips per job); a batch less than half full means it is gone, so hold fewer.
+   * Never more than start within `PREFETCH_HORIZON_MS` at the handlers' average run time: fast
+   * jobs get big batches, slow ones stay on the database for idle nodes to take.
    */
   private adaptPrefetch(requested: number, got: number): void {
     const { concurrency, minPrefetch, maxPrefetch } = this.ctx.options;
@@ -139,6 +141,10 @@ export class AcquisitionLoop {
     let next = prefetch;
     if (got === requested && requested > 0) next = Math.min(maxPrefetch, Math.max(1, prefetch * 2));
     else if (got < requested / 2) next = Math.max(minPrefetch, Math.floor(prefetch / 2));
+    if (minPrefetch < maxPrefetch && jobs.runMs !== null && jobs.runMs > 0) {
+      const horizon = Math.floor((concurrency * PREFETCH_HORIZON_MS) / jobs.runMs);
+      next = Math.max(minPrefetch, Math.min(next, horizon));
+    }
     jobs.capacity = concurrency + next;
   }
 

@@ -142,6 +142,8 @@ export class Dispatcher {
     const { jobs } = this.ctx;
     jobs.executing -= 1;
     held.finished = true;
+    const ranMs = Date.now() - held.startedAt;
+    jobs.noteRun(ranMs);
     const pushBackMs = this.ctx.rateLimits.takePushBack(held.job.id);
     if (held.completedInTransaction) {
       // Completed in the handler's own transaction: nothing left to write.
@@ -152,20 +154,20 @@ export class Dispatcher {
           { error },
         );
       }
-      this.ctx.emit('completed', { job: held.job, durationMs: Date.now() - held.startedAt });
+      this.ctx.emit('completed', { job: held.job, durationMs: ranMs });
     } else if (held.lost) {
       // Lease lost while running: someone else may own the job now; nothing of ours is written.
       jobs.forget(held);
     } else if (held.cancelRequested) {
       // An operator cancelled it: it ends cancelled whatever the handler did, never retried.
-      held.completion = { ...held.ref, durationMs: Date.now() - held.startedAt };
+      held.completion = { ...held.ref, durationMs: ranMs };
       this.settlement.queueCancel(held);
     } else if (pushBackMs !== null) {
       // `ctx.rateLimited(ms)`: back to waiting for ms, whatever the handler returned.
       this.deferRateLimited(held, pushBackMs);
     } else if (error === null) {
       // Also after stop() aborted it: a handler that succeeded in the grace is done.
-      const completion: JobCompletion = { ...held.ref, durationMs: Date.now() - held.startedAt };
+      const completion: JobCompletion = { ...held.ref, durationMs: ranMs };
       // Serialised only when history keeps it: `keep: 'none'` costs nothing here.
       if (this.ctx.options.history.keep === 'all') {
         completion.resultJson = historyResultJson(result);

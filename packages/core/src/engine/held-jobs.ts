@@ -69,6 +69,9 @@ export interface HeldJob {
   cancelRequested?: boolean;
 }
 
+/** Weight of the latest run in `HeldJobs.runMs`: about the last 20 runs count. */
+const RUN_MS_WEIGHT = 0.05;
+
 export class HeldJobs {
   /** Leased but not started, in acquisition order. */
   readonly buffer: HeldJob[] = [];
@@ -77,6 +80,12 @@ export class HeldJobs {
   /** Called when a job finished or a settle call returned (`stop()` waits on it). */
   onChange: (() => void) | null = null;
   private readonly byId = new Map<string, HeldJob>();
+  /**
+   * How long a handler runs, in ms: a moving average of finished runs (null before the
+   * first). The adaptive prefetch holds no more jobs than start within a short horizon at
+   * that pace (see `AcquisitionLoop.adaptPrefetch`).
+   */
+  runMs: number | null = null;
 
   /**
    * @param capacity `concurrency + prefetch`: the most jobs held before they settle. The
@@ -87,6 +96,11 @@ export class HeldJobs {
   /** Smallest acquisition while jobs are held: half the capacity, so batches stay large. */
   refillBatch(): number {
     return Math.max(1, Math.floor(this.capacity / 2));
+  }
+
+  /** A handler ran `ms` (Date.now() resolution: fast handlers read 0 or 1). */
+  noteRun(ms: number): void {
+    this.runMs = this.runMs === null ? ms : this.runMs + (ms - this.runMs) * RUN_MS_WEIGHT;
   }
 
   get size(): number {

@@ -58,7 +58,13 @@ const HISTORY_KEEPS: readonly HistoryKeep[] = ['all', 'failed', 'none'];
 
 /** Fastest idle poll for stores without notifications; doubles while idle up to `pollIntervalMs`. */
 /** Largest batch the default adaptive prefetch grows to (`concurrency + maxPrefetch`). */
-export const DEFAULT_BATCH_LIMIT = 500;
+export const DEFAULT_BATCH_LIMIT = 1_000;
+
+/**
+ * The adaptive prefetch holds no more jobs than start within this many ms at the handlers'
+ * average run time (`concurrency × PREFETCH_HORIZON_MS / runMs`).
+ */
+export const PREFETCH_HORIZON_MS = 500;
 
 export const MIN_POLL_MS = 25;
 

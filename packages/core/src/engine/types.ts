@@ -121,14 +121,17 @@ export interface EngineOptions {
   /**
    * Jobs leased beyond `concurrency`, waiting in memory to start. Default: adaptive — it
    * starts at `concurrency`, doubles each time a full batch comes back (a backlog is waiting)
-   * up to `maxPrefetch`, and halves when batches come back less than half full. A number
-   * fixes it. Prefetched jobs' leases are renewed with the rest and released at once by
-   * `stop()`; a crash strands them for one lease at most.
+   * up to `maxPrefetch`, and halves when batches come back less than half full; and it never
+   * holds more than start within half a second at the handlers' average run time
+   * (`concurrency × 500 / averageMs`: 100 ms jobs at concurrency 10 prefetch at most 50), so
+   * slow jobs stay in the database for idle nodes. A number fixes it. Prefetched jobs'
+   * leases are renewed with the rest and released at once by `stop()`; a crash strands them
+   * for one lease at most.
    */
   prefetch?: number;
   /**
-   * Upper bound of the adaptive prefetch. Default: enough for batches of 500
-   * (`max(concurrency, 500 - concurrency)`).
+   * Upper bound of the adaptive prefetch. Default: enough for batches of 1,000
+   * (`max(concurrency, 1000 - concurrency)`).
    */
   maxPrefetch?: number;
   /** Lease length; renewed every `leaseMs / 3` while jobs are held. Default 30 000. */
