@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { JOB_COLUMN_NAMES, jobRowAt, rowToJob } from '../src/sql/index.js';
+import {
+  JOB_COLUMN_NAMES,
+  jobRowAt,
+  jobRowLayout,
+  LEASED_COLUMN_NAMES,
+  rowToJob,
+} from '../src/sql/index.js';
 
 describe('jobRowAt (array rows of the jobs columns)', () => {
   it('names every column of JOB_COLUMN_NAMES by its position, from the given offset', () => {
@@ -43,5 +49,12 @@ describe('jobRowAt (array rows of the jobs columns)', () => {
     };
     const values = JOB_COLUMN_NAMES.map((name) => named[name]);
     expect(rowToJob(jobRowAt(values))).toEqual(rowToJob(named));
+
+    // A lease returns the other columns; its owner, token and state come from the lease.
+    const leasedValues = ['flag', ...LEASED_COLUMN_NAMES.map((name) => named[name])];
+    expect(LEASED_COLUMN_NAMES).not.toContain('lock_token');
+    const lease = { owner: 'node-1', token: 'token' };
+    const leased = jobRowAt(leasedValues, 1, jobRowLayout(LEASED_COLUMN_NAMES), lease);
+    expect(rowToJob(leased)).toEqual(rowToJob(named));
   });
 });

@@ -63,49 +63,71 @@ export const JOB_COLUMN_NAMES = [
 
 type JobColumn = (typeof JOB_COLUMN_NAMES)[number];
 
-/** Where each column of `JOB_COLUMN_NAMES` stands in a select list written in that order. */
-const AT = Object.fromEntries(JOB_COLUMN_NAMES.map((name, i) => [name, i])) as Record<
-  JobColumn,
-  number
->;
+/** Where each jobs-table column stands in a select list (-1: not in it). */
+export type JobRowLayout = Readonly<Record<JobColumn, number>>;
+
+/** The layout of a select list of jobs-table columns, in the given order. */
+export function jobRowLayout(names: readonly JobColumn[]): JobRowLayout {
+  return Object.fromEntries(JOB_COLUMN_NAMES.map((name) => [name, names.indexOf(name)])) as Record<
+    JobColumn,
+    number
+  >;
+}
+
+/** Every column, in `JOB_COLUMN_NAMES` order. */
+const ALL_COLUMNS = jobRowLayout(JOB_COLUMN_NAMES);
+
+/** Columns a lease writes and so knows without reading them back (see `jobRowAt`'s `lease`). */
+export const LEASE_KNOWN_COLUMNS = ['state', 'lock_owner', 'lock_token'] as const;
+
+/** The columns a lease returns: all but `LEASE_KNOWN_COLUMNS`, in `JOB_COLUMN_NAMES` order. */
+export const LEASED_COLUMN_NAMES: readonly JobColumn[] = JOB_COLUMN_NAMES.filter(
+  (name) => !(LEASE_KNOWN_COLUMNS as readonly string[]).includes(name),
+);
 
 /**
- * The jobs-table row of a select list in `JOB_COLUMN_NAMES` order, from an array of values (a
- * driver's array row mode, see `Query.arrayRows`) starting at `at`. One object of one shape,
- * where a driver's named rows cost a store by column name per column (~2 µs a job on the hot
- * path, measured).
+ * The jobs-table row of a select list laid out as `layout` (default: `JOB_COLUMN_NAMES` in
+ * order), from an array of values (a driver's array row mode, see `Query.arrayRows`) starting
+ * at `at`. One object of one shape, where a driver's named rows cost a store by column name per
+ * column (~2 µs a job on the hot path, measured). With `lease`, the row is a job just leased
+ * to that owner and token, running: those columns need not be in the select list.
  */
-export function jobRowAt(values: readonly unknown[], at = 0): SqlRow {
+export function jobRowAt(
+  values: readonly unknown[],
+  at = 0,
+  layout: JobRowLayout = ALL_COLUMNS,
+  lease?: { owner: string; token: string },
+): SqlRow {
   return {
-    id: values[at + AT.id],
-    type: values[at + AT.type],
-    payload: values[at + AT.payload],
-    state: values[at + AT.state],
-    priority: values[at + AT.priority],
-    due_at: values[at + AT.due_at],
-    retries_left: values[at + AT.retries_left],
-    attempts: values[at + AT.attempts],
-    scope: values[at + AT.scope],
-    exclusive: values[at + AT.exclusive],
-    job_key: values[at + AT.job_key],
-    tenant_id: values[at + AT.tenant_id],
-    queue: values[at + AT.queue],
-    created_at: values[at + AT.created_at],
-    retry_policy: values[at + AT.retry_policy],
-    schedule_name: values[at + AT.schedule_name],
-    occurrence: values[at + AT.occurrence],
-    shard_index: values[at + AT.shard_index],
-    shard_count: values[at + AT.shard_count],
-    meta: values[at + AT.meta],
-    scope_limit: values[at + AT.scope_limit],
-    last_error_message: values[at + AT.last_error_message],
-    last_error_stack: values[at + AT.last_error_stack],
-    lock_owner: values[at + AT.lock_owner],
-    lock_expires_at: values[at + AT.lock_expires_at],
-    lock_token: values[at + AT.lock_token],
-    suspended_from: values[at + AT.suspended_from],
-    progress: values[at + AT.progress],
-    cancel_requested: values[at + AT.cancel_requested],
+    id: values[at + layout.id],
+    type: values[at + layout.type],
+    payload: values[at + layout.payload],
+    state: lease ? 'running' : values[at + layout.state],
+    priority: values[at + layout.priority],
+    due_at: values[at + layout.due_at],
+    retries_left: values[at + layout.retries_left],
+    attempts: values[at + layout.attempts],
+    scope: values[at + layout.scope],
+    exclusive: values[at + layout.exclusive],
+    job_key: values[at + layout.job_key],
+    tenant_id: values[at + layout.tenant_id],
+    queue: values[at + layout.queue],
+    created_at: values[at + layout.created_at],
+    retry_policy: values[at + layout.retry_policy],
+    schedule_name: values[at + layout.schedule_name],
+    occurrence: values[at + layout.occurrence],
+    shard_index: values[at + layout.shard_index],
+    shard_count: values[at + layout.shard_count],
+    meta: values[at + layout.meta],
+    scope_limit: values[at + layout.scope_limit],
+    last_error_message: values[at + layout.last_error_message],
+    last_error_stack: values[at + layout.last_error_stack],
+    lock_owner: lease ? lease.owner : values[at + layout.lock_owner],
+    lock_expires_at: values[at + layout.lock_expires_at],
+    lock_token: lease ? lease.token : values[at + layout.lock_token],
+    suspended_from: values[at + layout.suspended_from],
+    progress: values[at + layout.progress],
+    cancel_requested: values[at + layout.cancel_requested],
   };
 }
 

@@ -47,7 +47,9 @@ import {
   INSERT_JOB_COLUMNS,
   isLimited,
   jobRowAt,
+  jobRowLayout,
   LEASE_EXPIRED_MESSAGE,
+  LEASED_COLUMN_NAMES,
   rowToJob,
   type SqlRow,
   storedScopeLimit,
@@ -102,6 +104,15 @@ function wake(notify: Query | null, first: number): { sql: string; params: unkno
   return { sql: `(SELECT count(*) FROM (${sql}) AS wake)`, params: [...notify.params] };
 }
 
+/** The owner and token a lease wrote. */
+interface Lease {
+  owner: string;
+  token: string;
+}
+
+/** Where the leased columns stand in a lease's select list. */
+const LEASED_LAYOUT = jobRowLayout(LEASED_COLUMN_NAMES);
+
 /** The PostgreSQL dialect (see the file comment). */
 export function postgresDialect({
   tablePrefix,
@@ -114,25 +125,24 @@ export function postgresDialect({
   const jobs = table('jobs');
   const versionTable = table('migrations');
   const versionTableDdl = `CREATE TABLE IF NOT EXISTS ${versionTable} ("version" integer PRIMARY KEY, "applied_at" timestamptz(3) NOT NULL DEFAULT now())`;
+  // jsonb as text: rowToJob parses it (a driver's jsonb parser would turn a JSON string payload
+  // into a bare string, which reads as JSON text). Times as epoch ms (exact: timestamptz(3)):
+  // pg parses a float8 with parseFloat, a timestamptz with a regular expression per value, 4
+  // per job on the hot path.
+  const columnWraps = {
+    payload: (c: string) => `${c}::text`,
+    retry_policy: (c: string) => `${c}::text`,
+    progress: (c: string) => `${c}::text`,
+    due_at: epochMs,
+    created_at: epochMs,
+    lock_expires_at: epochMs,
+    occurrence: epochMs,
+  };
   const jobColumns = (alias?: string): string =>
-    selectList(
-      JOB_COLUMN_NAMES,
-      quote,
-      // jsonb as text: rowToJob parses it (a driver's jsonb parser would turn a JSON string
-      // payload into a bare string, which reads as JSON text).
-      {
-        payload: (c) => `${c}::text`,
-        retry_policy: (c) => `${c}::text`,
-        progress: (c) => `${c}::text`,
-        // Times as epoch ms (exact: timestamptz(3)): pg parses a float8 with parseFloat, a
-        // timestamptz with a regular expression per value, 4 per job on the hot path.
-        due_at: epochMs,
-        created_at: epochMs,
-        lock_expires_at: epochMs,
-        occurrence: epochMs,
-      },
-      alias,
-    );
+    selectList(JOB_COLUMN_NAMES, quote, columnWraps, alias);
+  /** What a lease returns: the columns it did not write itself (`LEASED_COLUMN_NAMES`). */
+  const leasedColumns = (alias?: string): string =>
+    selectList(LEASED_COLUMN_NAMES, quote, columnWraps, alias);
   /** Advisory-lock namespace of this table (the same text @jobs/postgres 0.1 locked). */
   const lockSpace = `${schema ? `${schema}.` : ''}${tablePrefix}jobs`;
   const headIsFree = scopeHeadIsFree(
@@ -180,7 +190,7 @@ export function postgresDialect({
         lock_expires_at = ${NOW} + $3::float8 * interval '1 millisecond',
         attempts = j.attempts + 1
     FROM cand WHERE j.id = cand.id AND ${onlyIf}
-    RETURNING ${jobColumns('j')})`;
+    RETURNING ${leasedColumns('j')})`;
   /**
    * The fast path: one statement, no transaction. When an exclusive job could start within the
    * batch (it heads a free scope on this snapshot), it takes nothing and says so
@@ -246,27 +256,34 @@ export function postgresDialect({
   ];
   /**
    * Leased rows, or the one `needs_exclusive` row (see `Dialect.acquireExclusive`), of a
-   * statement whose select list is `needs_exclusive`, the job columns, then maybe more. `pg`
-   * returns them as arrays (`arrayRows`); a driver without an array mode, by name.
+   * statement whose select list is `needs_exclusive` (unless `at` is 0), the leased columns,
+   * then maybe more. `pg` returns them as arrays (`arrayRows`); a driver without an array mode,
+   * by name. Either way the rows come back whole: a lease's own columns from `lease`.
    */
-  const leased = (rows: SqlRow[]): SqlRow[] => {
+  const leased = (rows: SqlRow[], lease: Lease, at = 1): SqlRow[] => {
     const first = rows[0] as unknown;
     if (Array.isArray(first)) {
-      if (first[0] === true) return [{ needs_exclusive: true }];
+      if (at > 0 && first[0] === true) return [{ needs_exclusive: true }];
       const out: SqlRow[] = [];
       for (const values of rows as unknown as unknown[][]) {
-        if (values[1] !== null) out.push(jobRowAt(values, 1));
+        if (values[at] !== null) out.push(jobRowAt(values, at, LEASED_LAYOUT, lease));
       }
       return out;
     }
-    return rows[0]?.needs_exclusive === true
-      ? rows.slice(0, 1)
-      : rows.filter((row) => row.id !== null && row.id !== undefined);
+    if (at > 0 && rows[0]?.needs_exclusive === true) return rows.slice(0, 1);
+    return rows
+      .filter((row) => row.id !== null && row.id !== undefined)
+      .map((row) => ({
+        ...row,
+        state: 'running',
+        lock_owner: lease.owner,
+        lock_token: lease.token,
+      }));
   };
-  /** `lost_ids` of the fused statement's first row: after the job columns in an array row. */
+  /** `lost_ids` of the fused statement's first row: after the leased columns in an array row. */
   const lostIds = (rows: SqlRow[]): string[] => {
     const first = rows[0] as unknown;
-    const ids = Array.isArray(first) ? first[1 + JOB_COLUMN_NAMES.length] : rows[0]?.lost_ids;
+    const ids = Array.isArray(first) ? first[1 + LEASED_COLUMN_NAMES.length] : rows[0]?.lost_ids;
     return (ids as string[] | null | undefined) ?? [];
   };
 
@@ -519,7 +536,8 @@ END $$`,
     acquireInTransaction: false,
     *acquire(request, token): Operation<SqlRow[]> {
       const params = acquireParams(request, token);
-      return leased((yield { sql: acquireFast, params, arrayRows: true }).rows);
+      const rows = (yield { sql: acquireFast, params, arrayRows: true }).rows;
+      return leased(rows, { owner: request.owner, token });
     },
     *completeAndAcquire(done, request, token, history = false) {
       const doneIds = done.map((ref) => ref.id);
@@ -534,7 +552,8 @@ END $$`,
         arrayRows: true,
       }).rows;
       const lost = new Set(lostIds(rows));
-      return { completed: doneIds.filter((id) => !lost.has(id)), rows: leased(rows) };
+      const jobs = leased(rows, { owner: request.owner, token });
+      return { completed: doneIds.filter((id) => !lost.has(id)), rows: jobs };
     },
     *acquireExclusive(request, token): Operation<SqlRow[]> {
       const locked = (yield {
@@ -545,8 +564,8 @@ END $$`,
         sql: acquireLocked,
         params: [...acquireParams(request, token), locked ?? []],
         arrayRows: true,
-      }).rows as unknown[];
-      return rows.map((row) => (Array.isArray(row) ? jobRowAt(row) : (row as SqlRow)));
+      }).rows;
+      return leased(rows, { owner: request.owner, token }, 0);
     },
     *enqueueJobs(input: readonly NewJob[], notify: Query | null): Operation<EnqueueResult[]> {
       const results: (EnqueueResult | undefined)[] = new Array(input.length);
