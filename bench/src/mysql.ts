@@ -283,6 +283,7 @@ export async function runMysqlBench(
       if (contender !== 'mysql' && contender !== 'mysql-tuned') return;
       const results = run.results as WorkerResult[];
       const sum = (f: (r: WorkerResult) => number): number => results.reduce((a, r) => a + f(r), 0);
+      if (sum((r) => r.deadlockRetries + r.lockWaitRetries) === 0) return;
       notes.push(
         `${NAMES[contender]} ${processes} proc: ${sum((r) => r.deadlockRetries)} deadlock retries, ${sum((r) => r.lockWaitRetries)} lock-wait retries`,
       );

@@ -276,7 +276,7 @@ export async function runPostgresBench(options: BenchOptions): Promise<BenchRepo
   }
   notes.push(
     `PostgreSQL ${version}; same database, own schema each; concurrency ${CONCURRENCY} per worker process; ${total} no-op jobs; ${latencyJobs} latency samples; ${singles} single enqueues`,
-    '@jobs/postgres: new PostgresJobStore({ connectionString, schema }) and JobEngine({ concurrency: 10 }), nothing else (pool of 10): adaptive batches (up to 1,000), completeAndAcquire in one statement, LISTEN/NOTIFY',
+    '@jobs/postgres: new PostgresJobStore({ connectionString, schema }) and JobEngine({ concurrency: 10 }), nothing else (pool of 10): adaptive batches (up to 1,000), completions written beside acquisitions on a second pooled connection, LISTEN/NOTIFY',
     `@jobs/postgres tuned: the same with prefetch: ${TUNED_PREFETCH} (batches of up to ${TUNED_PREFETCH + CONCURRENCY} from the first acquisition) and history: { keep: 'failed' } (completed jobs leave no history record), pool max: 4`,
     `graphile-worker 0.18.0: concurrency 10, maxPoolSize 12, prepared statements, localQueue { size: ${GRAPHILE_LOCAL_QUEUE} }, completeJobBatchDelay 0, failJobBatchDelay 0 (its Performance page); bulk enqueue with addJobs`,
     `pg-boss 12.38.0: useListenNotify + queue notify: true, work() with localConcurrency 10 × batchSize ${PGBOSS_BATCH}, burstWhenBatchFull, polling 0.5 s (its minimum); bulk enqueue with insert()`,
