@@ -99,6 +99,7 @@ for (const driver of ['postgres', 'mysql'] as const satisfies readonly Network[]
         queryTimeoutMs: 1_000,
       });
       const aborted: string[] = [];
+      const started: string[] = [];
       const engine = new JobEngine({
         store,
         leaseMs: 3_000,
@@ -107,6 +108,7 @@ for (const driver of ['postgres', 'mysql'] as const satisfies readonly Network[]
           // A long job that honours its signal.
           long: (job, ctx) =>
             new Promise<void>((_resolve, reject) => {
+              started.push(job.id);
               ctx.signal.addEventListener('abort', () => {
                 aborted.push(job.id);
                 reject(new Error('aborted'));
@@ -121,9 +123,9 @@ for (const driver of ['postgres', 'mysql'] as const satisfies readonly Network[]
           makeNewJob({ type: 'long' }),
           makeNewJob({ type: 'long' }),
         ]);
-        const running = async () =>
-          (await store.listJobs({ state: 'running', limit: 10, offset: 0 })).length === 2;
-        await waitFor('both jobs running', running, 10_000);
+        // Both handlers started: the jobs' rows saying `running` is not enough, since the
+        // silence could swallow the answer to the acquisition that leased them.
+        await waitFor('both handlers started', async () => started.length === 2, 10_000);
         proxy.blackHole();
         // Renewals stop getting answers: the local lease deadline aborts both handlers.
         await waitFor('both handlers aborted', async () => aborted.length === 2, 10_000);
