@@ -533,6 +533,12 @@ export interface StoreCapabilities {
    * Absent or false: `ctx.progress` keeps the value in the engine's memory only.
    */
   progress?: boolean;
+  /**
+   * The batch an engine's default adaptive prefetch grows to on this store
+   * (`concurrency + maxPrefetch`, see `EngineOptions.maxPrefetch`). Absent: 1,000. A store whose
+   * acquisitions cost much per call and little per job asks for more (MySQL/MariaDB: 4,000).
+   */
+  batchLimit?: number;
 }
 
 export interface EnqueueOptions {

@@ -2,12 +2,19 @@ import { describe, expect, it } from 'vitest';
 import { MemoryJobStore } from '../src/memory-store.js';
 import { engine, newJob, waitFor } from './helpers.js';
 
+/** A memory store that asks engines for batches of up to `batchLimit` (as MySQL's does). */
+function storeWithBatchLimit(batchLimit: unknown): MemoryJobStore {
+  const store = new MemoryJobStore();
+  Object.assign(store, { capabilities: { ...store.capabilities, batchLimit } });
+  return store;
+}
+
 async function runBacklog(
   options: { prefetch?: number; maxPrefetch?: number },
   total: number,
   runMs = 0,
+  store = new MemoryJobStore(),
 ) {
-  const store = new MemoryJobStore();
   await store.enqueue(Array.from({ length: total }, () => newJob({ type: 'noop' })));
   const batches: number[] = [];
   const limits: number[] = [];
@@ -66,6 +73,25 @@ describe('adaptive prefetch (the default)', () => {
   it('keeps a fixed prefetch when one is given', async () => {
     const { batches } = await runBacklog({ prefetch: 5 }, 500);
     expect(Math.max(...batches)).toBeLessThanOrEqual(15);
+  });
+
+  it("grows to the store's batchLimit where it asks for more than 1,000", async () => {
+    const { batches } = await runBacklog({}, 12_000, 0, storeWithBatchLimit(3_000));
+    expect(Math.max(...batches)).toBeGreaterThan(1_000);
+    expect(Math.max(...batches)).toBeLessThanOrEqual(3_000);
+  });
+
+  it("maxPrefetch still bounds a store's larger batchLimit", async () => {
+    const { batches } = await runBacklog({ maxPrefetch: 90 }, 2_000, 0, storeWithBatchLimit(3_000));
+    expect(Math.max(...batches)).toBeLessThanOrEqual(100);
+  });
+
+  it('refuses a batchLimit that is not a whole number from 1, naming the store', () => {
+    for (const bad of [0, 2.5, '4000', -1]) {
+      expect(() => engine({ store: storeWithBatchLimit(bad), handlers: {} })).toThrow(
+        /capabilities\.batchLimit of the memory store: must be a whole number from 1/,
+      );
+    }
   });
 
   it('honours maxPrefetch', async () => {

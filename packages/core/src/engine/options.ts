@@ -57,7 +57,10 @@ const MAX_RETENTION_MS = 3650 * 24 * 3_600_000;
 const HISTORY_KEEPS: readonly HistoryKeep[] = ['all', 'failed', 'none'];
 
 /** Fastest idle poll for stores without notifications; doubles while idle up to `pollIntervalMs`. */
-/** Largest batch the default adaptive prefetch grows to (`concurrency + maxPrefetch`). */
+/**
+ * Largest batch the default adaptive prefetch grows to (`concurrency + maxPrefetch`), unless the
+ * store asks for another (`StoreCapabilities.batchLimit`).
+ */
 export const DEFAULT_BATCH_LIMIT = 1_000;
 
 /**
@@ -119,10 +122,16 @@ export function resolveEngineOptions(options: EngineOptions): ResolvedEngineOpti
   const concurrency = assertInteger(options.concurrency ?? 10, 'concurrency', 1, 10_000);
   const fixedPrefetch =
     options.prefetch === undefined ? null : assertInteger(options.prefetch, 'prefetch', 0, 100_000);
+  const batchLimit = assertInteger(
+    store.capabilities.batchLimit ?? DEFAULT_BATCH_LIMIT,
+    `capabilities.batchLimit of the ${store.name} store`,
+    1,
+    100_000,
+  );
   const maxPrefetch =
     fixedPrefetch ??
     assertInteger(
-      options.maxPrefetch ?? Math.max(concurrency, DEFAULT_BATCH_LIMIT - concurrency),
+      options.maxPrefetch ?? Math.max(concurrency, batchLimit - concurrency),
       'maxPrefetch',
       0,
       100_000,

@@ -130,8 +130,9 @@ export interface EngineOptions {
    */
   prefetch?: number;
   /**
-   * Upper bound of the adaptive prefetch. Default: enough for batches of 1,000
-   * (`max(concurrency, 1000 - concurrency)`).
+   * Upper bound of the adaptive prefetch. Default: enough for batches of the store's
+   * `capabilities.batchLimit` — 1,000 unless the store asks for more (MySQL/MariaDB: 4,000) —
+   * that is `max(concurrency, batchLimit - concurrency)`.
    */
   maxPrefetch?: number;
   /** Lease length; renewed every `leaseMs / 3` while jobs are held. Default 30 000. */

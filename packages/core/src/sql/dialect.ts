@@ -79,6 +79,8 @@ export interface Dialect {
   // ---- capabilities ----
   /** `UPDATE/DELETE … RETURNING` works (PostgreSQL, SQLite; not MySQL/MariaDB). */
   readonly returning: boolean;
+  /** The store's `StoreCapabilities.batchLimit` unless the store says otherwise. */
+  readonly batchLimit?: number;
   /**
    * Suffix of a read that locks the rows it returns, skipping rows other transactions hold
    * (`FOR UPDATE SKIP LOCKED`); empty where writers are serialised anyway (SQLite).

@@ -129,6 +129,9 @@ export class SqlJobStore implements JobStore {
       rateLimits: true,
       cancellation: true,
       progress: true,
+      ...(options.dialect.batchLimit === undefined
+        ? {}
+        : { batchLimit: options.dialect.batchLimit }),
       ...options.capabilities,
     };
     this.dialect = options.dialect;
