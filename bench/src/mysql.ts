@@ -51,12 +51,13 @@ const MYSQL_PORT = Number(new URL(MYSQL_URL).port || 3306);
 const SELF = fileURLToPath(import.meta.url);
 const CONCURRENCY = 10;
 /**
- * Our tuned configuration: a fixed prefetch of 990 (batches of up to 1,000 from the first one),
- * as on PostgreSQL. 190 once ran faster on MariaDB; on 2026-11-27 990 drained 14,300 jobs/s
- * against 9,800 with 190 (three alternating runs each), MariaDB spending ~94 µs of CPU per job
- * against ~117 and the worker ~23 µs against ~36: per batch, not per job, costs dominate there.
+ * Our tuned MySQL configuration: fixed batches of up to 2,000. Per batch, not per job, costs
+ * dominate on InnoDB: on 2026-11-27 990 drained 14,300 jobs/s against 9,800 with 190, and later
+ * that day (three rounds each, history off) fixed 1,990 ran ~22,400 / ~22,200 jobs/s with one /
+ * two worker processes, 3,990 ~23,900 / ~21,500 and 990 ~18,200 / ~18,900 (run I): 1,990 is
+ * the one that holds up with two processes, where a big last batch runs on one of them alone.
  */
-const TUNED_PREFETCH = 990;
+const TUNED_PREFETCH = 1_990;
 const QUEUE = 'noop';
 const DATABASES = {
   mysql: 'jobs_bench_mysql',
@@ -334,7 +335,7 @@ export async function runMysqlBench(
 
   notes.push(
     `server: ${version}; concurrency ${CONCURRENCY} per worker process; ${total} no-op jobs (Sidequest: ${sidequestTotal}); ${latencyJobs} latency samples at 50/s; ${singles} single enqueues`,
-    '@jobs/mysql: MysqlJobStore + JobEngine({ concurrency: 10 }) and nothing else: adaptive batches, wake-ups by reading the end of the primary key every 20 ms (notifyIntervalMs) while idle',
+    "@jobs/mysql: MysqlJobStore + JobEngine({ concurrency: 10 }) and nothing else: adaptive batches (up to 4,000: the store's capabilities.batchLimit), wake-ups by reading the end of the primary key every 20 ms (notifyIntervalMs) while idle",
     `@jobs/mysql tuned: the same with prefetch: ${TUNED_PREFETCH} and history: { keep: 'failed' } (completed jobs leave no history record), connectionLimit: 4`,
     `sidequest 1.16.4 + @sidequest/mysql-backend 1.16.4: queue concurrency 10, maxConcurrentJobs 10, runner "inline" and fork: false (no worker threads or child process per job: its fastest documented mode for no-op jobs), jobPollingInterval ${SIDEQUEST_POLL_MS} ms (its default); it claims at most the free slots per poll and has no bulk enqueue (100 concurrent enqueue calls at a time)`,
     '@jobs/postgres: the default configuration on the same machine, the reference for "MySQL ≥ 0.5× our PostgreSQL"',
