@@ -335,7 +335,7 @@ export async function runMysqlBench(
 
   notes.push(
     `server: ${version}; concurrency ${CONCURRENCY} per worker process; ${total} no-op jobs (Sidequest: ${sidequestTotal}); ${latencyJobs} latency samples at 50/s; ${singles} single enqueues`,
-    "@jobs/mysql: MysqlJobStore + JobEngine({ concurrency: 10 }) and nothing else: adaptive batches (up to 4,000: the store's capabilities.batchLimit), wake-ups by reading the end of the primary key every 20 ms (notifyIntervalMs) while idle",
+    "@jobs/mysql: MysqlJobStore + JobEngine({ concurrency: 10 }) and nothing else: adaptive batches (up to 2,000: the store's capabilities.batchLimit), wake-ups by reading the end of the primary key every 20 ms (notifyIntervalMs) while idle",
     `@jobs/mysql tuned: the same with prefetch: ${TUNED_PREFETCH} and history: { keep: 'failed' } (completed jobs leave no history record), connectionLimit: 4`,
     `sidequest 1.16.4 + @sidequest/mysql-backend 1.16.4: queue concurrency 10, maxConcurrentJobs 10, runner "inline" and fork: false (no worker threads or child process per job: its fastest documented mode for no-op jobs), jobPollingInterval ${SIDEQUEST_POLL_MS} ms (its default); it claims at most the free slots per poll and has no bulk enqueue (100 concurrent enqueue calls at a time)`,
     '@jobs/postgres: the default configuration on the same machine, the reference for "MySQL ≥ 0.5× our PostgreSQL"',

@@ -536,7 +536,7 @@ export interface StoreCapabilities {
   /**
    * The batch an engine's default adaptive prefetch grows to on this store
    * (`concurrency + maxPrefetch`, see `EngineOptions.maxPrefetch`). Absent: 1,000. A store whose
-   * acquisitions cost much per call and little per job asks for more (MySQL/MariaDB: 4,000).
+   * acquisitions cost much per call and little per job asks for more (MySQL/MariaDB: 2,000).
    */
   batchLimit?: number;
 }

@@ -1,5 +1,5 @@
 /**
- * The default batch size on MySQL/MariaDB: the store asks engines for batches of up to 4,000
+ * The default batch size on MySQL/MariaDB: the store asks engines for batches of up to 2,000
  * (`capabilities.batchLimit`; InnoDB's cost per acquisition falls per job as batches grow), and
  * such batches still run every job once and give back what was prefetched on `stop()`.
  */
@@ -26,8 +26,8 @@ async function backlogStore(total: number): Promise<MysqlJobStore> {
 describe.skipIf(!reachable)('@jobs/mysql default batches', () => {
   db.register();
 
-  it('asks engines for batches of up to 4,000', () => {
-    expect(db.store().capabilities.batchLimit).toBe(4_000);
+  it('asks engines for batches of up to 2,000', () => {
+    expect(db.store().capabilities.batchLimit).toBe(2_000);
   });
 
   it('an engine with default options grows past 1,000 a batch and runs every job once', async () => {
@@ -53,7 +53,7 @@ describe.skipIf(!reachable)('@jobs/mysql default batches', () => {
     expect(runs.size).toBe(total);
     expect([...runs.values()].every((count) => count === 1)).toBe(true);
     expect(Math.max(...batches)).toBeGreaterThan(1_000);
-    expect(Math.max(...batches)).toBeLessThanOrEqual(4_000);
+    expect(Math.max(...batches)).toBeLessThanOrEqual(2_000);
     const [left] = await sql(`SELECT COUNT(*) AS n FROM ${store.tables.jobs}`);
     expect(Number(left?.n)).toBe(0);
   });

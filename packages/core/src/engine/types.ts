@@ -131,7 +131,7 @@ export interface EngineOptions {
   prefetch?: number;
   /**
    * Upper bound of the adaptive prefetch. Default: enough for batches of the store's
-   * `capabilities.batchLimit` — 1,000 unless the store asks for more (MySQL/MariaDB: 4,000) —
+   * `capabilities.batchLimit` — 1,000 unless the store asks for more (MySQL/MariaDB: 2,000) —
    * that is `max(concurrency, batchLimit - concurrency)`.
    */
   maxPrefetch?: number;

@@ -318,13 +318,15 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
     },
     setup: [],
     returning: false,
-    // Batches of up to 4,000 by default: InnoDB's cost per acquisition (a locking walk, an
-    // UPDATE rewriting four secondary indexes, a commit, and their purge afterwards) falls per
-    // job as batches grow, far more than PostgreSQL's. Draining 20,000 no-op jobs on MariaDB
-    // 10.11 (2 cores, three rounds each): ~16,200 jobs/s with batches of up to 1,000 against
-    // ~22,500 with 4,000 (MariaDB ~70 → ~50 µs of CPU per job); 8,000 was no faster with two
-    // worker processes (the last, bigger batches run on one of them alone).
-    batchLimit: 4_000,
+    // Batches of up to 2,000 by default: InnoDB's cost per acquisition (a locking walk, an
+    // UPDATE rewriting four secondary indexes, a commit, and the purge of what they leave behind)
+    // falls per job as batches grow, more than PostgreSQL's. Draining 20,000 no-op jobs on
+    // MariaDB 10.11 with one worker process (2 cores, until the table was empty, three rounds
+    // each): ~15,900 jobs/s with batches of up to 1,000, ~18,400 with 2,000, ~18,600 with 4,000.
+    // With two processes the machine is full and the completions are the bottleneck: no gain
+    // (~16,700 against ~15,400, four rounds each, within the swing); 2,000 keeps the last,
+    // biggest batches (and what a crash strands) at half of 4,000's.
+    batchLimit: 2_000,
     lockSkipLocked: ' FOR UPDATE SKIP LOCKED',
     pairs: pairMarks,
     onConflictDoNothing: () => '',
