@@ -18,7 +18,7 @@ import { PostgresJobStore } from '@jobs/postgres';
 import { SqliteJobStore } from '@jobs/sqlite';
 import mysql from 'mysql2/promise';
 
-const PG_URL = process.env.JOBS_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+export const PG_URL = process.env.JOBS_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const MYSQL_URL = process.env.JOBS_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
 
 export interface DrainTarget {

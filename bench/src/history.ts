@@ -21,7 +21,7 @@ function drain(target: DrainTarget, keep: HistoryKeep): Promise<number> {
     engine: { history: { keep }, handlers: { noop: async (job) => ({ echoed: job.id }) } },
     // The setting took effect: records exactly when history keeps them.
     async check(store) {
-      const kept = (await store.listHistory?.({ limit: 1 })) ?? [];
+      const kept = (await store.history?.list({ limit: 1 })) ?? [];
       if (kept.length > 0 !== (keep === 'all')) {
         throw new Error(`history keep ${keep}: found ${kept.length} record(s)`);
       }

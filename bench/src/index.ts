@@ -4,7 +4,12 @@
  * table per suite with ratios ours ÷ theirs. `pnpm bench plans …` prints the hot statements'
  * query plans instead (`plans.ts`); `pnpm bench baseline …` runs each store as of v1 (before the
  * SQL core) against today's (`baseline.ts`); `pnpm bench flow …` what scope limits and rate
- * limits cost against plain jobs (`flow-limits.ts`).
+ * limits cost against plain jobs (`flow-limits.ts`); `pnpm bench due …` only the due-time lateness
+ * line of each store (`due-time.ts`); `pnpm bench sql-enqueue …` enqueue from SQL against
+ * `engine.enqueue` (`sql-enqueue.ts`); `pnpm bench external …` remote workers over HTTP against
+ * native handlers (`external-workers.ts`); `pnpm bench steps …` workflows of 10 durable steps
+ * against plain jobs: jobs/s and round trips per step (`steps.ts`); `pnpm bench scale …` idle
+ * nodes on PostgreSQL: idle cost, statements and pickup per enqueue, the notify lock (`scale.ts`).
  */
 import { type BenchOptions, type BenchReport, type BenchSuite, printReport } from './harness.js';
 
@@ -67,10 +72,40 @@ async function main(): Promise<void> {
     await runBaseline(argv.slice(1));
     return;
   }
+  if (argv[0] === 'due') {
+    // `pnpm bench due [sqlite|postgres|mysql ...] [--quick]`: due-time lateness, see due-time.ts.
+    const { runDueTime } = await import('./due-time.js');
+    await runDueTime(argv.slice(1));
+    return;
+  }
   if (argv[0] === 'flow') {
     // `pnpm bench flow [--quick] [sqlite] [postgres] [mysql]`: scope and rate limits ÷ plain jobs.
     const { runFlowLimits } = await import('./flow-limits.js');
     await runFlowLimits(argv.slice(1));
+    return;
+  }
+  if (argv[0] === 'external') {
+    // `pnpm bench external [--quick] [sqlite] [postgres] [mysql]`: HTTP workers ÷ native.
+    const { runExternalWorkersBench } = await import('./external-workers.js');
+    await runExternalWorkersBench(argv.slice(1));
+    return;
+  }
+  if (argv[0] === 'steps') {
+    // `pnpm bench steps [--quick] [sqlite] [postgres]`: 10-step workflows ÷ plain jobs.
+    const { runStepsBench } = await import('./steps.js');
+    await runStepsBench(argv.slice(1));
+    return;
+  }
+  if (argv[0] === 'scale') {
+    // `pnpm bench scale [--quick] [--nodes 1,10,25]`: idle nodes on PostgreSQL, see scale.ts.
+    const { runScaleBench } = await import('./scale.js');
+    await runScaleBench(argv.slice(1));
+    return;
+  }
+  if (argv[0] === 'sql-enqueue') {
+    // `pnpm bench sql-enqueue [--quick] [sqlite] [postgres] [mysql]`: SQL ÷ engine.enqueue.
+    const { runSqlEnqueueBench } = await import('./sql-enqueue.js');
+    await runSqlEnqueueBench(argv.slice(1));
     return;
   }
   const { suites, options } = parseArgs(process.argv.slice(2));

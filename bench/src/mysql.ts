@@ -20,6 +20,7 @@ import { MysqlJobStore } from '@jobs/mysql';
 import { PostgresJobStore } from '@jobs/postgres';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
+import { dueTimeLateness, dueTimeMeasures } from './due-time.js';
 import {
   type BenchOptions,
   type BenchReport,
@@ -300,6 +301,11 @@ export async function runMysqlBench(
       'q/s',
       false,
     );
+  }
+
+  if (contenders.includes('mysql')) {
+    console.log('[bench] mysql: due-time lateness ...');
+    measures.push(...dueTimeMeasures(NAMES.mysql, await dueTimeLateness('mysql', options.quick)));
   }
 
   console.log('[bench] mysql: pickup latency (all contenders at once) ...');

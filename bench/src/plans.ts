@@ -513,7 +513,7 @@ async function explainHotPath(
 }
 
 /**
- * The blocked set (`operations/scopes.ts`) on the loaded table: a scope whose two slots are
+ * The blocked set (`operations/blocked-set.ts`) on the loaded table: a scope whose two slots are
  * taken gets a backlog of 20,000 (all but a short queue are blocked), one of its running jobs
  * completes (the settle lets the next one in), and a sweep runs with the next recovery pass.
  */

@@ -18,6 +18,7 @@ import { PostgresJobStore } from '@jobs/postgres';
 import { makeWorkerUtils, runMigrations } from 'graphile-worker';
 import pg from 'pg';
 import { PgBoss } from 'pg-boss';
+import { dueTimeLateness, dueTimeMeasures } from './due-time.js';
 import {
   type BenchOptions,
   type BenchReport,
@@ -243,6 +244,13 @@ export async function runPostgresBench(options: BenchOptions): Promise<BenchRepo
       rounds: options.quick ? 1 : undefined,
       parts,
     });
+
+    if (CONTENDERS.includes('ours')) {
+      console.log('[bench] postgres: due-time lateness ...');
+      measures.push(
+        ...dueTimeMeasures(NAMES.ours, await dueTimeLateness('postgres', options.quick)),
+      );
+    }
 
     console.log('[bench] postgres: pickup latency (all contenders at once) ...');
     for (const contender of CONTENDERS) await reopen(contender);

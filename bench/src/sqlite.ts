@@ -22,6 +22,7 @@ import Database from 'better-sqlite3';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { type buildDBClient, migrateDB, Runner, SqliteQueue } from 'liteque';
 import { better, defineQueue, defineWorker, JobStatus } from 'plainjob';
+import { dueTimeLateness, dueTimeMeasures } from './due-time.js';
 import {
   type BenchOptions,
   type BenchReport,
@@ -309,6 +310,9 @@ export async function runSqliteBench(options: Partial<BenchOptions> = {}): Promi
       rounds: quick ? 1 : undefined,
       parts,
     });
+
+    console.log('[bench] sqlite: due-time lateness ...');
+    measures.push(...dueTimeMeasures(NAMES.ours, await dueTimeLateness('sqlite', quick)));
 
     console.log('[bench] sqlite: pickup latency (all contenders at once) ...');
     const latencyFiles = new Map(CONTENDERS.map((c) => [c, fresh()] as const));

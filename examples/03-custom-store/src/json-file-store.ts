@@ -1,17 +1,27 @@
 /**
  * `JsonFileJobStore`: a complete `JobStore` on one JSON file, written to be read and copied.
  *
- * Each method is a few lines over the tables of `./json-file.ts` and says which invariant of the
+ * It keeps `Job` and `ScheduleRecord` objects exactly as `@jobs/core` defines them, and applies
+ * the lifecycle's rules that `@jobs/core` exports (`dueTime`, `initialState`,
+ * `compareAcquisitionOrder`, `afterFailure`, `afterLeaseExpiry`, `isJobId`) instead of restating them. Each
+ * method is a few lines over the tables of `./json-file.ts` and says which invariant of the
  * contract (`@jobs/core` `store.ts`) it keeps. To adapt it to your database, keep the method
  * bodies as a specification and turn each into one transaction or statement of yours.
  */
 import { randomUUID } from 'node:crypto';
 import {
   type AcquireRequest,
+  afterFailure,
+  afterLeaseExpiry,
   type Clock,
+  compareAcquisitionOrder,
   dueTime,
   type EnqueueOptions,
   type EnqueueResult,
+  InvalidStateError,
+  initialState,
+  isJobId,
+  isWaitingState,
   type Job,
   type JobFailure,
   type JobFilter,
@@ -19,11 +29,13 @@ import {
   type JobState,
   type JobStore,
   LEASE_EXPIRED_MESSAGE,
+  type LeaseRenewalRef,
   type ListJobsRequest,
   type NewJob,
   type RecoverResult,
-  rowToJob,
-  rowToSchedule,
+  type RenewResult,
+  type RetryPolicy,
+  readLogs,
   type SaveScheduleRequest,
   type ScheduleFire,
   type ScheduleFireResult,
@@ -34,7 +46,7 @@ import {
   StoreError,
   systemClock,
 } from '@jobs/core';
-import { type JobRow, JsonFile, type Tables } from './json-file.js';
+import { JsonFile, type Tables } from './json-file.js';
 
 export interface JsonFileJobStoreOptions {
   /** The JSON file; created by `migrate()`. Its directory must exist. */
@@ -45,11 +57,8 @@ export interface JsonFileJobStoreOptions {
 
 type Filter = Omit<AcquireRequest, 'owner' | 'limit' | 'leaseMs'>;
 
-const isWaiting = (row: JobRow): boolean => row.state === 'timer' || row.state === 'async';
-
-/** Acquisition order: priority descending, due time ascending, insertion order. */
-const acquisitionOrder = (a: JobRow, b: JobRow): number =>
-  b.priority - a.priority || a.due_at - b.due_at || a.id - b.id;
+/** Waiting to run: `timer` or `async` (this store keeps no `blocked` set). */
+const isWaiting = (job: Job): boolean => isWaitingState(job.state);
 
 /**
  * Jobs and schedules in one JSON file, for one process.
@@ -64,9 +73,12 @@ export class JsonFileJobStore implements JobStore {
   readonly name = 'json-file';
   readonly capabilities: StoreCapabilities = {
     notifications: true, // in-process listeners, shared by every instance on the same file
-    skipLocked: true, // operations run one at a time, so an acquirer never waits on another's rows
     transactionalEnqueue: false, // there is no caller transaction to join
     multiProcess: false, // two processes would each overwrite the other's file
+    startMarks: true, // `startedAt`: a job leased but never started costs no attempt
+    progress: true, // renewals write `ctx.progress` into `Job.progress`
+    logs: true, // renewals write `ctx.log` lines into `Job.logs`
+    timeLimits: true, // `Job.timeoutMs` is kept with the job
   };
   readonly filename: string;
   readonly clock: Clock;
@@ -95,10 +107,10 @@ export class JsonFileJobStore implements JobStore {
 
   async now(): Promise<Date> {
     this.assertOpen('now');
-    return new Date(this.clock.now());
+    return this.currentTime();
   }
 
-  /** All jobs in one step; a key held by an unfinished row returns that row (created: false). */
+  /** All jobs in one step; a key held by an unfinished job returns that job (created: false). */
   async enqueue(jobs: readonly NewJob[], options?: EnqueueOptions): Promise<EnqueueResult[]> {
     if (options?.tx !== undefined && options.tx !== null) {
       throw new StoreError(
@@ -111,129 +123,159 @@ export class JsonFileJobStore implements JobStore {
   }
 
   /**
-   * Leases due jobs in acquisition order. Never hands out a running row, and lets an exclusive
+   * Leases due jobs in acquisition order. Never hands out a running job, and lets an exclusive
    * job go only if it heads its scope and no exclusive job of the scope is running — also one
    * whose lease lapsed: its owner may still be at work until recovery requeues (and fences) it.
+   * The first `start` jobs (all, without it) are marked started; `startAhead` more only while
+   * they have retries left.
    */
   async acquire(request: AcquireRequest): Promise<Job[]> {
     return this.write('acquire', (t) => {
-      const now = this.clock.now();
-      const due = [...t.jobs.values()].filter((r) => isWaiting(r) && r.due_at <= now);
-      due.sort(acquisitionOrder);
+      const now = this.currentTime();
+      const due = [...t.jobs.values()].filter((j) => isWaiting(j) && j.dueAt <= now);
+      due.sort(compareAcquisitionOrder);
       // The head of a scope is its first due exclusive job of ANY type: order is per scope.
-      const heads = new Map<string, JobRow>();
-      for (const row of due) {
-        if (row.exclusive && row.scope !== null && !heads.has(row.scope)) heads.set(row.scope, row);
+      const heads = new Map<string, Job>();
+      for (const job of due) {
+        if (job.exclusive && job.scope !== null && !heads.has(job.scope)) heads.set(job.scope, job);
       }
       const busyScopes = new Set<string>();
-      for (const row of t.jobs.values()) {
-        if (row.state === 'running' && row.exclusive && row.scope !== null) {
-          busyScopes.add(row.scope);
+      for (const job of t.jobs.values()) {
+        if (job.state === 'running' && job.exclusive && job.scope !== null) {
+          busyScopes.add(job.scope);
         }
       }
       const token = randomUUID(); // one fresh token per call: (id, token) is unique per lease
+      const start = request.start ?? request.limit;
+      const ahead = start + (request.startAhead ?? 0);
       const taken: Job[] = [];
-      for (const row of due) {
+      for (const job of due) {
         if (taken.length >= request.limit) break;
-        if (!matches(row, request)) continue;
-        if (row.exclusive && row.scope !== null) {
-          if (heads.get(row.scope) !== row || busyScopes.has(row.scope)) continue;
+        if (!matches(job, request)) continue;
+        if (job.exclusive && job.scope !== null) {
+          if (heads.get(job.scope) !== job || busyScopes.has(job.scope)) continue;
         }
-        row.state = 'running';
-        row.lock_owner = request.owner;
-        row.lock_expires_at = now + request.leaseMs;
-        row.lock_token = token;
-        row.attempts += 1;
-        taken.push(rowToJob(row));
+        const i = taken.length;
+        job.state = 'running';
+        job.lockOwner = request.owner;
+        job.lockExpiresAt = new Date(now.getTime() + request.leaseMs);
+        job.lockToken = token;
+        job.attempts += 1;
+        job.startedAt = i < start || (i < ahead && job.retriesLeft > 0) ? now : null;
+        taken.push(copy(job));
       }
       return taken;
     });
   }
 
-  /** Deletes rows still held with the caller's token; a stale token deletes nothing. */
+  /** Deletes jobs still held with the caller's token; a stale token deletes nothing. */
   async complete(refs: readonly JobRef[]): Promise<SettleResult> {
-    return this.settle('complete', refs, (t, row) => t.jobs.delete(row.id));
+    return this.settle('complete', refs, (t, job) => t.jobs.delete(job.id));
   }
 
   /** Back to `timer` after the delay with one retry fewer, or to deadletter; the lock is cleared. */
   async fail(failures: readonly JobFailure[]): Promise<SettleResult> {
     const byId = new Map(failures.map((f) => [f.id, f]));
-    return this.settle('fail', failures, (_t, row) => {
-      const failure = byId.get(String(row.id)) as JobFailure;
-      if (failure.deadletter) {
-        row.state = 'deadletter';
-      } else {
-        row.state = 'timer';
-        row.due_at = this.clock.now() + failure.retryDelayMs;
-        row.retries_left -= 1;
-      }
-      clearLock(row);
-      row.last_error_message = failure.error.message;
-      row.last_error_stack = failure.error.stack ?? null;
+    return this.settle('fail', failures, (_t, job) => {
+      const next = afterFailure(job, byId.get(job.id) as JobFailure, this.clock.now());
+      job.state = next.state;
+      if (next.dueAt) job.dueAt = next.dueAt;
+      job.retriesLeft = next.retriesLeft;
+      job.lastError = next.lastError;
+      clearLock(job);
     });
   }
 
   /** Gives a job back unstarted: `async`, lock cleared, and the attempt is NOT counted. */
   async release(refs: readonly JobRef[]): Promise<SettleResult> {
-    const result = await this.settle('release', refs, (_t, row) => {
-      row.state = 'async';
-      row.attempts -= 1;
-      clearLock(row);
+    const result = await this.settle('release', refs, (_t, job) => {
+      job.state = 'async';
+      job.attempts -= 1;
+      clearLock(job);
     });
     if (result.lost.length < refs.length) this.file.notify();
     return result;
   }
 
-  /** Extends leases held with the token by `owner`, even if already expired (nobody took it). */
+  /**
+   * Extends leases held with the token by `owner`, even if already expired (nobody took it),
+   * and writes in the same step what each ref carries: its start mark, progress and log.
+   */
   async renewLeases(
     owner: string,
     leaseMs: number,
-    refs: readonly JobRef[],
-  ): Promise<SettleResult> {
+    refs: readonly LeaseRenewalRef[],
+  ): Promise<RenewResult> {
     return this.write('renewLeases', (t) => {
-      const expires = this.clock.now() + leaseMs;
+      const now = this.currentTime();
+      const expires = new Date(now.getTime() + leaseMs);
       const lost: string[] = [];
       for (const ref of refs) {
-        const row = held(t, ref);
-        if (row && row.lock_owner === owner) row.lock_expires_at = expires;
-        else lost.push(ref.id);
+        const job = held(t, ref);
+        if (!job || job.lockOwner !== owner) {
+          lost.push(ref.id);
+          continue;
+        }
+        job.lockExpiresAt = expires;
+        if (ref.start === true) job.startedAt ??= now;
+        else if (ref.start === false) job.startedAt = null;
+        if (ref.progressJson != null) job.progress = JSON.parse(ref.progressJson);
+        if (ref.logsJson != null) job.logs = readLogs(ref.logsJson);
       }
       return { lost };
     });
   }
 
-  /** Expired leases: requeued with one retry fewer, or deadlettered when none are left. */
+  /**
+   * Ends lapsed leases as `afterLeaseExpiry` says: a job whose handler never started goes back
+   * without costing an attempt; any other is requeued with one retry fewer, or deadlettered
+   * when none are left.
+   */
   async recoverExpiredLeases(limit: number): Promise<RecoverResult> {
     const result = await this.write('recoverExpiredLeases', (t) => {
-      const now = this.clock.now();
+      const now = this.currentTime();
       const expired = [...t.jobs.values()]
-        .filter(
-          (r) => r.state === 'running' && r.lock_expires_at !== null && r.lock_expires_at <= now,
-        )
+        .filter((j) => j.state === 'running' && j.lockExpiresAt !== null && j.lockExpiresAt <= now)
         .slice(0, Math.max(0, limit));
       const out: RecoverResult = { requeued: [], deadlettered: [] };
-      for (const row of expired) {
-        const retry = row.retries_left > 0;
-        row.state = retry ? 'async' : 'deadletter';
-        if (retry) row.retries_left -= 1;
-        clearLock(row);
-        row.last_error_message = LEASE_EXPIRED_MESSAGE;
-        row.last_error_stack = null;
-        (retry ? out.requeued : out.deadlettered).push(String(row.id));
+      const released: string[] = [];
+      for (const job of expired) {
+        const end = afterLeaseExpiry(job);
+        if (end === 'released') {
+          // Leased but never started (its owner prefetched it, then died): no attempt counted.
+          job.state = 'async';
+          job.attempts -= 1;
+          clearLock(job);
+          released.push(job.id);
+          continue;
+        }
+        // `cancelled` needs a cancel request, which this store never records (no cancellation).
+        if (end === 'requeued') {
+          job.state = 'async';
+          job.retriesLeft -= 1;
+          out.requeued.push(job.id);
+        } else {
+          job.state = 'deadletter';
+          out.deadlettered.push(job.id);
+        }
+        clearLock(job);
+        job.lastError = { message: LEASE_EXPIRED_MESSAGE, stack: null };
       }
+      if (released.length > 0) out.released = released;
       return out;
     });
-    if (result.requeued.length > 0) this.file.notify();
+    if (result.requeued.length > 0 || (result.released?.length ?? 0) > 0) this.file.notify();
     return result;
   }
 
   /** The earliest due time among waiting jobs the request could acquire. */
   async nextDueAt(request: Filter): Promise<Date | null> {
     return this.read('nextDueAt', (t) => {
-      let min: number | null = null;
-      for (const row of t.jobs.values()) {
-        if (isWaiting(row) && matches(row, request) && (min === null || row.due_at < min))
-          min = row.due_at;
+      let min: Date | null = null;
+      for (const job of t.jobs.values()) {
+        if (isWaiting(job) && matches(job, request) && (min === null || job.dueAt < min)) {
+          min = job.dueAt;
+        }
       }
       return min === null ? null : new Date(min);
     });
@@ -255,64 +297,77 @@ export class JsonFileJobStore implements JobStore {
 
   async getJob(id: string): Promise<Job | null> {
     return this.read('getJob', (t) => {
-      const row = rowById(t, id);
-      return row ? rowToJob(row) : null;
+      const job = jobById(t, id);
+      return job ? copy(job) : null;
     });
   }
 
-  /** Matching jobs in id order, paged. */
+  /** Matching jobs in id order, paged (from after `afterId`, when given). */
   async listJobs(request: ListJobsRequest): Promise<Job[]> {
     return this.read('listJobs', (t) => {
       const offset = Math.max(0, request.offset);
+      const after = request.afterId != null && isJobId(request.afterId) ? request.afterId : null;
       return select(t, request)
+        .filter((j) => after === null || compareIds(j.id, after) > 0)
         .slice(offset, offset + Math.max(0, request.limit))
-        .map(rowToJob);
+        .map(copy);
     });
   }
 
   /** Only a deadletter job moves: to `async`, due now, with fresh retries; its last error stays. */
   async retryDeadletter(id: string, retries: number): Promise<Job | null> {
     const job = await this.write('retryDeadletter', (t) => {
-      const row = rowById(t, id);
-      if (row?.state !== 'deadletter') return null;
-      row.state = 'async';
-      row.due_at = this.clock.now();
-      row.retries_left = retries;
-      clearLock(row);
-      return rowToJob(row);
+      const found = jobById(t, id);
+      if (found?.state !== 'deadletter') return null;
+      found.state = 'async';
+      found.dueAt = this.currentTime();
+      found.retriesLeft = retries;
+      clearLock(found);
+      return copy(found);
     });
     if (job) this.file.notify();
     return job;
   }
 
+  /**
+   * Deletes a job that is not running. A running job's handler may still be at work, and this
+   * store cannot ask it to stop (no `cancellation`), so deleting one is refused, as the
+   * contract says.
+   */
   async deleteJob(id: string): Promise<boolean> {
     return this.write('deleteJob', (t) => {
-      const row = rowById(t, id);
-      return row ? t.jobs.delete(row.id) : false;
+      const job = jobById(t, id);
+      if (!job) return false;
+      if (job.state === 'running') {
+        throw new InvalidStateError(
+          `[json-file] deleteJob: job ${id} is running; this store cannot cancel it (it has no \`cancellation\`)`,
+        );
+      }
+      return t.jobs.delete(job.id);
     });
   }
 
   /** Parks waiting jobs, remembering the state each came from. */
   async suspend(filter: JobFilter): Promise<number> {
     return this.write('suspend', (t) => {
-      const rows = select(t, filter).filter(isWaiting);
-      for (const row of rows) {
-        row.suspended_from = row.state as 'timer' | 'async';
-        row.state = 'suspended';
+      const jobs = select(t, filter).filter(isWaiting);
+      for (const job of jobs) {
+        job.suspendedFrom = job.state as 'timer' | 'async';
+        job.state = 'suspended';
       }
-      return rows.length;
+      return jobs.length;
     });
   }
 
   /** Returns suspended jobs to the state they came from. */
   async activate(filter: JobFilter): Promise<number> {
     const count = await this.write('activate', (t) => {
-      const rows = select(t, filter).filter((r) => r.state === 'suspended');
-      for (const row of rows) {
-        row.state = row.suspended_from ?? 'async';
-        row.suspended_from = null;
+      const jobs = select(t, filter).filter((j) => j.state === 'suspended');
+      for (const job of jobs) {
+        job.state = job.suspendedFrom ?? 'async';
+        job.suspendedFrom = null;
       }
-      return rows.length;
+      return jobs.length;
     });
     if (count > 0) this.file.notify();
     return count;
@@ -321,9 +376,9 @@ export class JsonFileJobStore implements JobStore {
   async stats(): Promise<StatsRow[]> {
     return this.read('stats', (t) => {
       const counts = new Map<string, StatsRow>();
-      for (const row of t.jobs.values()) {
-        const key = JSON.stringify([row.type, row.state]);
-        const stat = counts.get(key) ?? { type: row.type, state: row.state, count: 0 };
+      for (const job of t.jobs.values()) {
+        const key = JSON.stringify([job.type, job.state]);
+        const stat = counts.get(key) ?? { type: job.type, state: job.state, count: 0 };
         stat.count += 1;
         counts.set(key, stat);
       }
@@ -342,45 +397,46 @@ export class JsonFileJobStore implements JobStore {
    */
   async saveSchedule(request: SaveScheduleRequest): Promise<ScheduleRecord | null> {
     return this.write('saveSchedule', (t) => {
-      const now = this.clock.now();
-      const nextAt = request.nextAt ? request.nextAt.getTime() : null;
-      const spec = JSON.stringify(request.spec ?? null);
-      let row = t.schedules.get(request.name);
+      const now = this.currentTime();
+      const nextAt = request.nextAt ? new Date(request.nextAt) : null;
+      const spec = cloneJson(request.spec);
+      let schedule = t.schedules.get(request.name);
       const expected = request.expectedVersion;
-      if (expected !== undefined && (row?.version ?? null) !== expected) return null;
-      if (!row) {
-        row = {
+      if (expected !== undefined && (schedule?.version ?? null) !== expected) return null;
+      if (!schedule) {
+        schedule = {
           name: request.name,
           spec,
-          next_at: nextAt,
+          nextAt,
           paused: false,
-          pending_misfire: false,
+          pendingMisfire: false,
           skipped: 0,
           fired: 0,
           version: 1,
-          created_at: now,
-          updated_at: now,
+          createdAt: now,
+          updatedAt: now,
         };
-        t.schedules.set(row.name, row);
-        return rowToSchedule(row);
+        t.schedules.set(schedule.name, schedule);
+        return copy(schedule);
       }
-      Object.assign(row, { spec, next_at: nextAt, version: row.version + 1, updated_at: now });
-      if (request.resetProgress)
-        Object.assign(row, { fired: 0, skipped: 0, pending_misfire: false });
-      return rowToSchedule(row);
+      Object.assign(schedule, { spec, nextAt, version: schedule.version + 1, updatedAt: now });
+      if (request.resetProgress) {
+        Object.assign(schedule, { fired: 0, skipped: 0, pendingMisfire: false });
+      }
+      return copy(schedule);
     });
   }
 
   async getSchedule(name: string): Promise<ScheduleRecord | null> {
     return this.read('getSchedule', (t) => {
-      const row = t.schedules.get(name);
-      return row ? rowToSchedule(row) : null;
+      const schedule = t.schedules.get(name);
+      return schedule ? copy(schedule) : null;
     });
   }
 
   async listSchedules(): Promise<ScheduleRecord[]> {
     return this.read('listSchedules', (t) =>
-      [...t.schedules.values()].sort((a, b) => compareText(a.name, b.name)).map(rowToSchedule),
+      [...t.schedules.values()].sort((a, b) => compareText(a.name, b.name)).map(copy),
     );
   }
 
@@ -391,54 +447,60 @@ export class JsonFileJobStore implements JobStore {
   /** Every write bumps the version, so a fire that read the old one turns into a conflict. */
   async setSchedulePaused(name: string, paused: boolean): Promise<ScheduleRecord | null> {
     return this.write('setSchedulePaused', (t) => {
-      const row = t.schedules.get(name);
-      if (!row) return null;
-      Object.assign(row, { paused, version: row.version + 1, updated_at: this.clock.now() });
-      return rowToSchedule(row);
+      const schedule = t.schedules.get(name);
+      if (!schedule) return null;
+      Object.assign(schedule, {
+        paused,
+        version: schedule.version + 1,
+        updatedAt: this.currentTime(),
+      });
+      return copy(schedule);
     });
   }
 
   /** Unpaused schedules that are due, or owe a coalesced fire, by next time. */
   async dueSchedules(limit: number): Promise<ScheduleRecord[]> {
     return this.read('dueSchedules', (t) => {
-      const now = this.clock.now();
+      const now = this.currentTime();
+      const at = (s: ScheduleRecord): number => s.nextAt?.getTime() ?? Number.POSITIVE_INFINITY;
       return [...t.schedules.values()]
-        .filter((s) => !s.paused && ((s.next_at !== null && s.next_at <= now) || s.pending_misfire))
-        .sort(
-          (a, b) =>
-            (a.next_at ?? Infinity) - (b.next_at ?? Infinity) || compareText(a.name, b.name),
-        )
+        .filter((s) => !s.paused && ((s.nextAt !== null && s.nextAt <= now) || s.pendingMisfire))
+        .sort((a, b) => at(a) - at(b) || compareText(a.name, b.name))
         .slice(0, Math.max(0, limit))
-        .map(rowToSchedule);
+        .map(copy);
     });
   }
 
   /**
-   * Compare-and-set on the version, then the overlap rule, then the jobs, all in one step:
-   * of two engines firing the same occurrence exactly one wins, so it creates its jobs once.
+   * Compare-and-set on the version (and on `dueAt`, never ahead of this store's clock), then
+   * the overlap rule, then the jobs, all in one step: of two engines firing the same occurrence
+   * exactly one wins, so it creates its jobs once.
    */
   async fireSchedule(fire: ScheduleFire): Promise<ScheduleFireResult> {
     const result = await this.write('fireSchedule', (t): ScheduleFireResult => {
-      const row = t.schedules.get(fire.name);
-      if (!row || row.version !== fire.version) return { status: 'conflict', jobs: [] };
+      const schedule = t.schedules.get(fire.name);
+      if (!schedule || schedule.version !== fire.version) return { status: 'conflict', jobs: [] };
+      const now = this.currentTime();
+      // Not due yet on this store's clock: an engine whose clock runs ahead never fires early.
+      if (fire.dueAt && fire.dueAt > now) return { status: 'conflict', jobs: [] };
       const busy = [...t.jobs.values()].some(
-        (r) => r.schedule_name === fire.name && (isWaiting(r) || r.state === 'running'),
+        (j) => j.schedule === fire.name && (isWaiting(j) || j.state === 'running'),
       );
       let outcome: ScheduleFireResult = { status: 'fired', jobs: [] };
       if (busy && fire.overlap === 'skip') {
-        row.skipped += 1;
+        schedule.skipped += 1;
         outcome = { status: 'skipped', jobs: [] };
       } else if (busy && fire.overlap === 'coalesce') {
-        row.pending_misfire = true;
+        schedule.pendingMisfire = true;
         outcome = { status: 'coalesced', jobs: [] };
       } else {
         outcome.jobs = this.insert(t, fire.jobs).map((r) => r.job);
-        row.pending_misfire = false;
-        row.fired += fire.occurrences;
+        schedule.pendingMisfire = false;
+        schedule.fired += fire.occurrences;
       }
-      row.next_at = fire.nextAt ? fire.nextAt.getTime() : null;
-      row.version += 1;
-      row.updated_at = this.clock.now();
+      schedule.nextAt = fire.nextAt ? new Date(fire.nextAt) : null;
+      schedule.version += 1;
+      schedule.updatedAt = now;
       return outcome;
     });
     if (result.jobs.length > 0) this.file.notify();
@@ -447,65 +509,77 @@ export class JsonFileJobStore implements JobStore {
 
   // ---- internals ----
 
-  /** Inserts new rows (due = (dueAt ?? now) + delay; `timer` if later than now, else `async`). */
+  /**
+   * Inserts new jobs, due at `dueTime` and waiting in `initialState` (`timer` while due later,
+   * else `async`). Payloads and other JSON values are copied: the caller may change its
+   * objects afterwards, and a value JSON cannot hold (a BigInt) fails here, inside the write.
+   */
   private insert(t: Tables, jobs: readonly NewJob[]): EnqueueResult[] {
-    const now = this.clock.now();
+    const now = this.currentTime();
     // Unique keys, like a unique index: one scan per call, and the batch's own keys join it.
-    const byKey = new Map<string, JobRow>();
-    for (const row of t.jobs.values()) if (row.job_key !== null) byKey.set(row.job_key, row);
-    return jobs.map((job) => {
-      const holder = job.key === null ? undefined : byKey.get(job.key);
-      if (holder) return { job: rowToJob(holder), created: false };
-      const due = dueTime(job, new Date(now)).getTime();
-      const row: JobRow = {
-        id: t.nextId++,
-        type: job.type,
-        payload: JSON.stringify(job.payload ?? null),
-        state: due > now ? 'timer' : 'async',
-        priority: job.priority,
-        due_at: due,
-        retries_left: job.retries,
+    const byKey = new Map<string, Job>();
+    for (const job of t.jobs.values()) if (job.key !== null) byKey.set(job.key, job);
+    return jobs.map((input) => {
+      const holder = input.key === null ? undefined : byKey.get(input.key);
+      if (holder) return { job: copy(holder), created: false };
+      const due = dueTime(input, now);
+      const job: Job = {
+        id: String(t.nextId++),
+        type: input.type,
+        payload: cloneJson(input.payload),
+        state: initialState(due, now),
+        priority: input.priority,
+        dueAt: due,
+        retriesLeft: input.retries,
         attempts: 0,
-        scope: job.scope,
-        exclusive: job.exclusive,
-        job_key: job.key,
-        tenant_id: job.tenantId,
-        queue: job.queue,
-        last_error_message: null,
-        last_error_stack: null,
-        created_at: now,
-        lock_owner: null,
-        lock_expires_at: null,
-        lock_token: null,
-        retry_policy: job.retryPolicy ? JSON.stringify(job.retryPolicy) : null,
-        suspended_from: null,
-        schedule_name: job.schedule,
-        occurrence: job.occurrence ? job.occurrence.getTime() : null,
-        shard_index: job.shard ? job.shard.index : null,
-        shard_count: job.shard ? job.shard.count : null,
-        meta: job.meta ? JSON.stringify(job.meta) : null,
+        scope: input.scope,
+        exclusive: input.exclusive,
+        // No scope limits above 1 here (`scopeLimits` is not declared): exclusive is a limit of 1.
+        scopeLimit: input.exclusive ? 1 : null,
+        key: input.key,
+        tenantId: input.tenantId,
+        queue: input.queue,
+        lastError: null,
+        createdAt: now,
+        lockOwner: null,
+        lockExpiresAt: null,
+        lockToken: null,
+        startedAt: null,
+        retryPolicy: input.retryPolicy ? (cloneJson(input.retryPolicy) as RetryPolicy) : null,
+        suspendedFrom: null,
+        schedule: input.schedule,
+        occurrence: input.occurrence ? new Date(input.occurrence) : null,
+        shard: input.shard ? { index: input.shard.index, count: input.shard.count } : null,
+        meta: input.meta ? { ...input.meta } : null,
+        progress: null,
+        logs: [],
+        timeoutMs: input.timeoutMs ?? null,
       };
-      t.jobs.set(row.id, row);
-      if (row.job_key !== null) byKey.set(row.job_key, row);
-      return { job: rowToJob(row), created: true };
+      t.jobs.set(job.id, job);
+      if (job.key !== null) byKey.set(job.key, job);
+      return { job: copy(job), created: true };
     });
   }
 
-  /** Applies `change` to each row held with its ref's token; the others are reported lost. */
+  /** Applies `change` to each job held with its ref's token; the others are reported lost. */
   private settle(
     operation: string,
     refs: readonly JobRef[],
-    change: (t: Tables, row: JobRow) => void,
+    change: (t: Tables, job: Job) => void,
   ): Promise<SettleResult> {
     return this.write(operation, (t) => {
       const lost: string[] = [];
       for (const ref of refs) {
-        const row = held(t, ref);
-        if (row) change(t, row);
+        const job = held(t, ref);
+        if (job) change(t, job);
         else lost.push(ref.id);
       }
       return { lost };
     });
+  }
+
+  private currentTime(): Date {
+    return new Date(this.clock.now());
   }
 
   private read<T>(operation: string, fn: (t: Tables) => T, create = false): Promise<T> {
@@ -523,32 +597,47 @@ export class JsonFileJobStore implements JobStore {
   }
 }
 
-/** Ids are decimal strings of the row id; "01" or "abc" name no job. */
-function rowById(t: Tables, id: string): JobRow | undefined {
-  return /^[1-9][0-9]*$/.test(id) ? t.jobs.get(Number(id)) : undefined;
+/** The job of a job id (`isJobId`: canonical decimals); "01" or "abc" name no job. */
+function jobById(t: Tables, id: string): Job | undefined {
+  return isJobId(id) ? t.jobs.get(id) : undefined;
 }
 
-/** The row if it is running under exactly this token: the fencing check of every holder write. */
-function held(t: Tables, ref: JobRef): JobRow | undefined {
-  const row = rowById(t, ref.id);
-  return row?.state === 'running' && row.lock_token === ref.token ? row : undefined;
+/** The job if it is running under exactly this token: the fencing check of every holder write. */
+function held(t: Tables, ref: JobRef): Job | undefined {
+  const job = jobById(t, ref.id);
+  return job?.state === 'running' && job.lockToken === ref.token ? job : undefined;
 }
 
-function clearLock(row: JobRow): void {
-  row.lock_owner = null;
-  row.lock_expires_at = null;
-  row.lock_token = null;
+/** Not held any more: no owner, lease, token or start mark. */
+function clearLock(job: Job): void {
+  job.lockOwner = null;
+  job.lockExpiresAt = null;
+  job.lockToken = null;
+  job.startedAt = null;
+}
+
+/**
+ * A copy for the caller: the tables' objects change with later writes, and a caller changing
+ * what it was given must not change the tables.
+ */
+function copy<T extends Job | ScheduleRecord>(value: T): T {
+  return structuredClone(value);
+}
+
+/** A JSON value as it will be stored (`undefined` becomes null); throws on what JSON cannot hold. */
+function cloneJson(value: unknown): unknown {
+  return value === undefined ? null : JSON.parse(JSON.stringify(value));
 }
 
 /** Type, queue and tenant filter of acquire and nextDueAt (a null list means all). */
-function matches(row: JobRow, filter: Filter): boolean {
-  if (!filter.types.includes(row.type)) return false;
-  if (filter.queues && !filter.queues.includes(row.queue)) return false;
-  return !filter.tenants || (row.tenant_id !== null && filter.tenants.includes(row.tenant_id));
+function matches(job: Job, filter: Filter): boolean {
+  if (!filter.types.includes(job.type)) return false;
+  if (filter.queues && !filter.queues.includes(job.queue)) return false;
+  return !filter.tenants || (job.tenantId !== null && filter.tenants.includes(job.tenantId));
 }
 
-/** The admin filter: every given field must match. Rows come back in id order. */
-function select(t: Tables, filter: JobFilter): JobRow[] {
+/** The admin filter: every given field must match. Jobs come back in id order. */
+function select(t: Tables, filter: JobFilter): Job[] {
   const states: readonly JobState[] | null =
     filter.state === undefined
       ? null
@@ -557,15 +646,21 @@ function select(t: Tables, filter: JobFilter): JobRow[] {
         : filter.state;
   return [...t.jobs.values()]
     .filter(
-      (r) =>
-        (states === null || states.includes(r.state)) &&
-        (filter.type === undefined || r.type === filter.type) &&
-        (filter.scope === undefined || r.scope === filter.scope) &&
-        (filter.tenantId === undefined || r.tenant_id === filter.tenantId) &&
-        (filter.queue === undefined || r.queue === filter.queue) &&
-        (filter.schedule === undefined || r.schedule_name === filter.schedule),
+      (j) =>
+        (states === null || states.includes(j.state)) &&
+        (filter.type === undefined || j.type === filter.type) &&
+        (filter.scope === undefined || j.scope === filter.scope) &&
+        (filter.tenantId === undefined || j.tenantId === filter.tenantId) &&
+        (filter.queue === undefined || j.queue === filter.queue) &&
+        (filter.schedule === undefined || j.schedule === filter.schedule) &&
+        (filter.key === undefined || j.key === filter.key),
     )
-    .sort((a, b) => a.id - b.id);
+    .sort((a, b) => compareIds(a.id, b.id));
+}
+
+/** Id order: ids are canonical decimals, so the shorter is smaller, else they compare as text. */
+function compareIds(a: string, b: string): number {
+  return a.length - b.length || compareText(a, b);
 }
 
 function compareText(a: string, b: string): number {

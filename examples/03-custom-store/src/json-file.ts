@@ -3,79 +3,89 @@
  * every change, with one queue that runs each operation alone and writes once per batch.
  *
  * This is the part you replace when you adapt the store to your own database: `run(fn)` plays
- * the role of "BEGIN; …; COMMIT" and the tables play the role of SQL tables. Several store
+ * the role of "BEGIN; …; COMMIT" and the tables (maps of `Job` and `ScheduleRecord` objects,
+ * as `@jobs/core` defines them) play the role of your tables or collections. Several store
  * instances opened on the same file in one process share one `JsonFile` (like connections to
  * one database), so the conformance suite can race them against each other.
  */
 import { randomUUID } from 'node:crypto';
 import { open, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import type { JobState } from '@jobs/core';
-import { StoreError } from '@jobs/core';
-
-/**
- * One row of the jobs table, with the column names of `@jobs/core` `sql/rows.ts`, so `rowToJob`
- * maps it exactly as it maps a SQL row. Times are epoch milliseconds; `payload` and
- * `retry_policy` are JSON text, as in a SQL text column.
- */
-// A type alias, not an interface: `rowToJob` takes a `Record<string, unknown>`.
-export type JobRow = {
-  id: number;
-  type: string;
-  payload: string;
-  state: JobState;
-  priority: number;
-  due_at: number;
-  retries_left: number;
-  attempts: number;
-  scope: string | null;
-  exclusive: boolean;
-  job_key: string | null;
-  tenant_id: string | null;
-  queue: string;
-  last_error_message: string | null;
-  last_error_stack: string | null;
-  created_at: number;
-  lock_owner: string | null;
-  lock_expires_at: number | null;
-  lock_token: string | null;
-  retry_policy: string | null;
-  suspended_from: 'timer' | 'async' | null;
-  schedule_name: string | null;
-  occurrence: number | null;
-  shard_index: number | null;
-  shard_count: number | null;
-  /** The enqueuer's string headers as JSON text (`Job.meta`); absent in files written before it. */
-  meta?: string | null;
-};
-
-/** One row of the schedules table (`spec` is JSON text). */
-export type ScheduleRow = {
-  name: string;
-  spec: string;
-  next_at: number | null;
-  paused: boolean;
-  pending_misfire: boolean;
-  skipped: number;
-  fired: number;
-  version: number;
-  created_at: number;
-  updated_at: number;
-};
+import { type Job, type JobLogLine, type ScheduleRecord, StoreError } from '@jobs/core';
 
 export interface Tables {
   /** The next job id: ids grow in insertion order and are never reused. */
   nextId: number;
-  jobs: Map<number, JobRow>;
-  schedules: Map<string, ScheduleRow>;
+  /** Unfinished jobs by id, as `@jobs/core` defines a `Job`, in insertion (= id) order. */
+  jobs: Map<string, Job>;
+  /** Schedules by name. */
+  schedules: Map<string, ScheduleRecord>;
 }
+
+/**
+ * A `Job` as the file holds it: `JSON.stringify` writes its times as ISO-8601 strings
+ * (millisecond precision), and `reviveJob` turns them back into `Date`s.
+ */
+export type JobJson = Omit<
+  Job,
+  'dueAt' | 'createdAt' | 'lockExpiresAt' | 'startedAt' | 'occurrence' | 'logs'
+> & {
+  dueAt: string;
+  createdAt: string;
+  lockExpiresAt: string | null;
+  startedAt?: string | null;
+  occurrence: string | null;
+  logs?: { at: string; message: string }[];
+};
+
+/** A `ScheduleRecord` as the file holds it (times as ISO-8601 strings). */
+export type ScheduleJson = Omit<ScheduleRecord, 'nextAt' | 'createdAt' | 'updatedAt'> & {
+  nextAt: string | null;
+  createdAt: string;
+  updatedAt: string;
+};
 
 /** What the file holds. `format` lets a later version of the store migrate old files. */
 interface FileContents {
-  format: 1;
+  format: typeof FORMAT;
   nextId: number;
-  jobs: JobRow[];
-  schedules: ScheduleRow[];
+  jobs: JobJson[];
+  schedules: ScheduleJson[];
+}
+
+/** Version 2 holds `Job` objects; files of version 1 (an earlier layout) are refused. */
+const FORMAT = 2;
+
+/** A job read from the file: its times as `Date`s again. Everything else is stored as it is. */
+export function reviveJob(json: JobJson): Job {
+  return {
+    ...json,
+    dueAt: new Date(json.dueAt),
+    createdAt: new Date(json.createdAt),
+    lockExpiresAt: optionalDate(json.lockExpiresAt),
+    startedAt: optionalDate(json.startedAt ?? null),
+    occurrence: optionalDate(json.occurrence),
+    logs: (json.logs ?? []).map(
+      (line): JobLogLine => ({
+        at: new Date(line.at),
+        message: line.message,
+      }),
+    ),
+  };
+}
+
+/** A schedule read from the file: its times as `Date`s again. */
+export function reviveSchedule(json: ScheduleJson): ScheduleRecord {
+  return {
+    ...json,
+    nextAt: optionalDate(json.nextAt),
+    createdAt: new Date(json.createdAt),
+    updatedAt: new Date(json.updatedAt),
+  };
+}
+
+function optionalDate(value: string | null): Date | null {
+  return value === null ? null : new Date(value);
 }
 
 const TEMP_SUFFIX = '.tmp';
@@ -233,10 +243,11 @@ export class JsonFile {
    */
   private async save(operation: string, tables: Tables): Promise<void> {
     const contents: FileContents = {
-      format: 1,
+      format: FORMAT,
       nextId: tables.nextId,
-      jobs: [...tables.jobs.values()],
-      schedules: [...tables.schedules.values()],
+      // `JSON.stringify` writes each `Date` as its ISO-8601 string (`Date.prototype.toJSON`).
+      jobs: [...tables.jobs.values()] as unknown as JobJson[],
+      schedules: [...tables.schedules.values()] as unknown as ScheduleJson[],
     };
     const text = JSON.stringify(contents);
     const temp = `${this.path}.${randomUUID().slice(0, 8)}${TEMP_SUFFIX}`;
@@ -273,15 +284,15 @@ export class JsonFile {
         cause: error,
       });
     }
-    if (contents.format !== 1) {
+    if (contents.format !== FORMAT) {
       throw new StoreError(
-        `[json-file] ${operation}: ${this.path} has unknown format ${String(contents.format)}`,
+        `[json-file] ${operation}: ${this.path} has format ${String(contents.format)}; this store reads format ${FORMAT}`,
       );
     }
     return {
       nextId: contents.nextId,
-      jobs: new Map(contents.jobs.map((row) => [row.id, row])),
-      schedules: new Map(contents.schedules.map((row) => [row.name, row])),
+      jobs: new Map(contents.jobs.map((json) => [json.id, reviveJob(json)])),
+      schedules: new Map(contents.schedules.map((json) => [json.name, reviveSchedule(json)])),
     };
   }
 

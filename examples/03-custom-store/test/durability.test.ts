@@ -88,6 +88,71 @@ describe('JsonFileJobStore durability', () => {
     expect(Number(next!.job.id)).toBe(Number(c!.job.id) + 1);
   });
 
+  it('a job is read back as the same Job after a reopen: its times (as Dates), start mark, progress, log and time limit', async () => {
+    const filename = freshFile();
+    const clock = new FakeClock();
+    const first = await openStore(filename, clock);
+    const occurrence = new Date(clock.now() - 1_000);
+    await first.enqueue([
+      makeNewJob({
+        payload: { when: '2030-01-01T00:00:00.000Z', n: [1, 2] },
+        occurrence,
+        schedule: 'nightly',
+        shard: { index: 1, count: 2 },
+        meta: { traceparent: 'x' },
+        retryPolicy: { kind: 'fixed', delayMs: 5 },
+        timeoutMs: 2_500,
+      }),
+    ]);
+    const [held] = await first.acquire({
+      owner: 'o',
+      limit: 1,
+      leaseMs: 60_000,
+      types: ['work'],
+      queues: null,
+      tenants: null,
+      start: 0,
+    });
+    expect(held?.startedAt).toBeNull();
+    clock.advance(7);
+    await first.renewLeases('o', 60_000, [
+      {
+        id: held!.id,
+        token: held!.lockToken!,
+        start: true,
+        progressJson: JSON.stringify({ done: 3 }),
+        logsJson: JSON.stringify([{ at: clock.now(), message: 'step 1' }]),
+      },
+    ]);
+    const before = await first.getJob(held!.id);
+    await first.close();
+
+    const second = await openStore(filename, clock);
+    const after = await second.getJob(held!.id);
+    expect(after).toEqual(before);
+    expect(after).toMatchObject({
+      state: 'running',
+      // A string in the payload that looks like a time stays a string: only Job's own times
+      // are revived.
+      payload: { when: '2030-01-01T00:00:00.000Z', n: [1, 2] },
+      occurrence,
+      startedAt: new Date(clock.now()),
+      progress: { done: 3 },
+      logs: [{ at: new Date(clock.now()), message: 'step 1' }],
+      timeoutMs: 2_500,
+    });
+    expect(after!.lockExpiresAt).toBeInstanceOf(Date);
+    expect(after!.createdAt).toBeInstanceOf(Date);
+  });
+
+  it('a file of the earlier row layout (format 1) is refused, naming the format, instead of misread', async () => {
+    const filename = freshFile();
+    writeFileSync(filename, JSON.stringify({ format: 1, nextId: 1, jobs: [], schedules: [] }));
+    const store = new JsonFileJobStore({ filename });
+    opened.push(store);
+    await expect(store.migrate()).rejects.toThrow(/has format 1; this store reads format 2/);
+  });
+
   it('a temp file left by a crash mid-write is ignored and removed; the last complete write wins', async () => {
     const filename = freshFile();
     const first = await openStore(filename);

@@ -1,6 +1,6 @@
 /**
  * Operations: an app with history on and traces printed to the console, whose database an
- * operator then looks at with the `jobs` command (see README.md).
+ * operator then looks at with the `jobsctl` command (see README.md).
  *
  * One "checkout" request enqueues three jobs in one trace: `send-email` and `resize-image`
  * complete (their results are kept in history), `sync-crm` fails on every attempt and ends in
@@ -93,7 +93,7 @@ for (const job of dead) {
   );
 }
 console.log(`\n${finished.length} completed (in history), ${dead.length} in the dead-letter area.`);
-console.log(`Look at it as an operator would:\n  pnpm exec jobs status --db ${filename}`);
+console.log(`Look at it as an operator would:\n  pnpm exec jobsctl status --db ${filename}`);
 
 await store.close();
 await tracerProvider.shutdown();

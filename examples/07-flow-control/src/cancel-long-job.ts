@@ -4,7 +4,7 @@
  * The worker renders a 40-page report, one page every 100 ms, and reports `{ page, of }` with
  * `ctx.progress` after each page: no extra round trip, the value rides on the lease renewal
  * (every `leaseMs / 3`). The operator — another engine on its own connection, as a second
- * process or `jobs show` would be — reads the progress with `admin.getJob` and cancels the job
+ * process or `jobsctl show` would be — reads the progress with `admin.getJob` and cancels the job
  * half-way with `admin.cancel`. The worker learns it from its next lease renewal, its
  * `ctx.signal` aborts with a `CancelledError`, and the job ends `cancelled`: never retried, its
  * last progress kept in history.

@@ -5,7 +5,7 @@
  * - type-checks in strict mode with `skipLibCheck: false` — every `.d.ts` we ship and every one
  *   it pulls in (pg's, better-sqlite3's, typeorm's types) is checked — as ESM (`NodeNext`), as
  *   CommonJS under `NodeNext` (`.cts`, the `.d.cts` files) and as a classic CommonJS project
- *   (`Node10`: `types`, `typesVersions`);
+ *   (`Node10`: `types`, `typesVersions`); the ESM project also with the current TypeScript major;
  * - runs what it compiled: every entry point loaded and a job run on SQLite, as ESM and CJS;
  * - bundles its app with esbuild into one file and runs that in a folder where no @jobs package
  *   is installed: the migrations travel inside the bundle.
@@ -17,7 +17,15 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { CONSUMER, copyOutOfRepo, outsideEnv, pnpm } from './workspace.js';
+import {
+  CONSUMER,
+  CURRENT_TYPESCRIPT,
+  copyOutOfRepo,
+  installCurrentTypeScript,
+  outsideEnv,
+  pnpm,
+  typecheckWith,
+} from './workspace.js';
 
 const run = promisify(execFile);
 const tarballs = new Map(Object.entries(inject('tarballs')));
@@ -69,6 +77,13 @@ describe('a packed install outside the repository', () => {
     expect(await node(dir, ['cjs/dist/app.js', join(root, 'cjs.db'), 'cjs'])).toContain(
       'cjs: hello, cjs; health ok: true',
     );
+  });
+
+  it(`type-checks with TypeScript ${CURRENT_TYPESCRIPT} too`, async () => {
+    // TypeScript 7 dropped moduleResolution node10 and esModuleInterop: false, so the classic
+    // CommonJS and no-interop projects stay checked by the project's TypeScript 5 above.
+    const tsc = await installCurrentTypeScript(root);
+    await typecheckWith(tsc, dir, 'tsconfig.json');
   });
 
   it('runs bundled by esbuild into one file, where no @jobs package is installed', async () => {

@@ -20,7 +20,16 @@ import {
   serverAvailable,
   uniqueName,
 } from './databases.js';
-import { copyOutOfRepo, EXAMPLES, numberedExamples, outsideEnv, pnpm } from './workspace.js';
+import {
+  CURRENT_TYPESCRIPT,
+  copyOutOfRepo,
+  EXAMPLES,
+  installCurrentTypeScript,
+  numberedExamples,
+  outsideEnv,
+  pnpm,
+  typecheckWith,
+} from './workspace.js';
 
 interface Template {
   /** Servers it cannot run without. */
@@ -102,7 +111,7 @@ const templates: Record<string, Template> = {
       expect(stdout).toContain('2 completed (in history), 1 in the dead-letter area.');
       // The operator's side, as the README runs it: the CLI the example installs, on its file.
       const jobs = async (...args: string[]) =>
-        (await pnpm(dir, ['exec', 'jobs', ...args, '--db', 'templates-test.db'], outsideEnv()))
+        (await pnpm(dir, ['exec', 'jobsctl', ...args, '--db', 'templates-test.db'], outsideEnv()))
           .stdout;
       expect(await jobs('history', '--outcome', 'completed')).toMatch(/send-email\s+completed/);
       expect(await jobs('retry', '--all', '--state', 'deadletter', '--dry-run')).toContain(
@@ -119,9 +128,30 @@ const templates: Record<string, Template> = {
       expect(stdout).toContain('cancel again → finished');
       expect(stdout).toContain("the handler's signal aborted with a CancelledError");
       const jobs = async (...args: string[]) =>
-        (await pnpm(dir, ['exec', 'jobs', ...args, '--db', 'templates-test.db'], outsideEnv()))
+        (await pnpm(dir, ['exec', 'jobsctl', ...args, '--db', 'templates-test.db'], outsideEnv()))
           .stdout;
       expect(await jobs('history', '--outcome', 'cancelled')).toMatch(/render-report\s+cancelled/);
+    },
+  },
+  '08-external-worker': {
+    async start(dir) {
+      const stdout = await start(dir, { JOBS_DB: 'templates-test.db' });
+      expect(stdout).toContain('python worker exited with 0');
+      expect(stdout).toMatch(/docs\s+completed after 1 attempt\(s\): \{"name":"docs"/);
+      expect(stdout).toMatch(/flaky\s+completed after 2 attempt\(s\)/);
+      expect(stdout).toMatch(
+        /broken\s+deadletter after 1 attempt\(s\): script exited with code 65/,
+      );
+    },
+  },
+  '09-workflow': {
+    async start(dir) {
+      const stdout = await start(dir, { JOBS_DB: 'templates-test.db' });
+      expect(stdout).toContain('attempt 1:   ship     the carrier');
+      expect(stdout).toContain('attempt 2:   ship     label printed');
+      expect(stdout).toContain('completed after 2 attempts');
+      expect(stdout).toContain('step functions run: charge 1, reserve 1, ship 2');
+      expect(stdout).toContain('stock reservations for the order: 1');
     },
   },
 };
@@ -132,8 +162,13 @@ const tarballs = new Map(Object.entries(inject('tarballs')));
 
 let root = '';
 
+/** The current TypeScript major, installed once: every example must compile with it too. */
+let currentTsc: Promise<string>;
+
 beforeAll(() => {
   root = mkdtempSync(join(tmpdir(), 'jobs-templates-'));
+  currentTsc = installCurrentTypeScript(root);
+  currentTsc.catch(() => {}); // awaited (and reported) by each example's test
 });
 
 afterAll(() => {
@@ -157,14 +192,18 @@ describe('examples are templates', () => {
       const template = templates[example];
       if (!template) continue; // the test above names it
       const missing = (template.needs ?? []).filter((server) => !available[server]);
-      it.skipIf(missing.length > 0)(`${example} installs, typechecks and runs`, async () => {
-        const dir = copyOut(example);
-        // --no-frozen-lockfile: under CI=true pnpm would otherwise insist on a lockfile.
-        await pnpm(dir, ['install', '--prefer-offline', '--no-frozen-lockfile']);
-        // tsconfig.json includes vitest.config.ts: a config that reaches into ../../ fails here.
-        await pnpm(dir, ['run', 'typecheck']);
-        await template.start(dir);
-      });
+      it.skipIf(missing.length > 0)(
+        `${example} installs, typechecks (TypeScript 5 and ${CURRENT_TYPESCRIPT}) and runs`,
+        async () => {
+          const dir = copyOut(example);
+          // --no-frozen-lockfile: under CI=true pnpm would otherwise insist on a lockfile.
+          await pnpm(dir, ['install', '--prefer-offline', '--no-frozen-lockfile']);
+          // tsconfig.json includes vitest.config.ts: a config that reaches into ../../ fails here.
+          await pnpm(dir, ['run', 'typecheck']);
+          await typecheckWith(await currentTsc, dir, 'tsconfig.json');
+          await template.start(dir);
+        },
+      );
     }
   });
 });

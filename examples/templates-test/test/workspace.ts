@@ -6,6 +6,7 @@ import { execFile } from 'node:child_process';
 import {
   cpSync,
   existsSync,
+  mkdirSync,
   readdirSync,
   readFileSync,
   realpathSync,
@@ -202,4 +203,36 @@ export function jobsDependencies(dir: string): string[] {
   return Object.keys({ ...dependencies, ...devDependencies }).filter((name) =>
     name.startsWith('@jobs/'),
   );
+}
+
+/** The current major of TypeScript: users on it must be able to compile against our types. */
+export const CURRENT_TYPESCRIPT = '7';
+
+/**
+ * Installs the current TypeScript major into `root/typescript-current` (outside any project, so
+ * a project's own TypeScript stays as it is); resolves with the path of its `tsc`.
+ */
+export async function installCurrentTypeScript(root: string): Promise<string> {
+  const dir = join(root, 'typescript-current');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'package.json'), '{ "name": "typescript-current", "private": true }\n');
+  await pnpm(dir, ['add', `typescript@${CURRENT_TYPESCRIPT}`]);
+  const tsc = join(dir, 'node_modules', '.bin', 'tsc');
+  const { stdout } = await run(tsc, ['--version'], { env: outsideEnv() });
+  if (!stdout.startsWith(`Version ${CURRENT_TYPESCRIPT}.`)) {
+    throw new Error(`expected TypeScript ${CURRENT_TYPESCRIPT}, got ${stdout.trim()}`);
+  }
+  return tsc;
+}
+
+/** Type-checks `project` (a tsconfig file) in `cwd` with the given `tsc`; rejects with its output. */
+export async function typecheckWith(tsc: string, cwd: string, project: string): Promise<void> {
+  try {
+    await run(tsc, ['--noEmit', '-p', project], { cwd, env: outsideEnv(), timeout: 150_000 });
+  } catch (error) {
+    const { stdout = '', stderr = '' } = error as Partial<Output>;
+    throw new Error(
+      `tsc -p ${project} in ${cwd} failed: ${(error as Error).message}\n${stdout}\n${stderr}`,
+    );
+  }
 }

@@ -38,7 +38,7 @@ export class App {
     const db = globals.db ?? this.io.env.JOBS_DATABASE_URL;
     if (db === undefined) {
       throw new UsageError(
-        'no database given: pass --db <url|file> or set JOBS_DATABASE_URL (see jobs --help)',
+        'no database given: pass --db <url|file> or set JOBS_DATABASE_URL (see jobsctl --help)',
       );
     }
     this.target = parseTarget(

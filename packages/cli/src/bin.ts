@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-/** The `jobs` binary: runs the command line and exits with its code. */
+/** The `jobsctl` binary: runs the command line and exits with its code. */
 import type { Io } from './app.js';
 import { main } from './program.js';
 
@@ -10,7 +10,7 @@ const io: Io = {
   env: process.env,
 };
 
-// `jobs list | head` closes the pipe early: that is not an error.
+// `jobsctl list | head` closes the pipe early: that is not an error.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {
   if (error.code === 'EPIPE') process.exit(0);
   throw error;

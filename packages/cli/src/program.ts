@@ -1,10 +1,11 @@
 /**
- * The `jobs` command line: global options, the commands, and exit codes — 0 on success, 1 when
+ * The `jobsctl` command line: global options, the commands, and exit codes — 0 on success, 1 when
  * the work failed (one line on stderr saying what to check or run), 2 for usage errors.
  */
 import { Command, CommanderError } from 'commander';
 import packageJson from '../package.json' with { type: 'json' };
 import { App, type Io } from './app.js';
+import { CLI_NAME } from './cli-name.js';
 import { registerCancel } from './commands/cancel.js';
 import { registerDashboard } from './commands/dashboard.js';
 import { registerHistory } from './commands/history.js';
@@ -12,17 +13,20 @@ import { registerList } from './commands/list.js';
 import { registerMigrate } from './commands/migrate.js';
 import { registerRetryDelete } from './commands/retry-delete.js';
 import { registerSchedules } from './commands/schedules.js';
+import { registerServe } from './commands/serve.js';
 import { registerShow } from './commands/show.js';
 import { registerStatus } from './commands/status.js';
 import { registerSuspend } from './commands/suspend.js';
 import { registerTail } from './commands/tail.js';
-import { CliError, explain } from './errors.js';
+import { CliError } from './errors.js';
+import { explain } from './explain.js';
+import { databaseValues, hidePasswords } from './hide-password.js';
 
 /** One line: commander's messages may carry a second line (a suggestion). */
 const oneLine = (text: string): string => text.trim().split('\n').join(' ');
 
 function createProgram(app: App): Command {
-  const program = new Command('jobs')
+  const program = new Command(CLI_NAME)
     .description('Operate @jobs: look at the queue, retry the dead-letter area, watch workers.')
     .version(packageJson.version, '-V, --version')
     .option(
@@ -38,14 +42,14 @@ function createProgram(app: App): Command {
     .configureOutput({
       writeOut: (text) => app.io.out(text),
       writeErr: (text) => app.io.err(text),
-      outputError: (text, write) => write(`jobs: ${oneLine(text)}\n`),
+      outputError: (text, write) => write(`jobsctl: ${oneLine(text)}\n`),
     })
     // Set before the commands are added: each command copies them (output, exits, help).
     .exitOverride()
     .configureHelp({ showGlobalOptions: true })
     .addHelpText(
       'after',
-      '\nExamples:\n  jobs migrate --db ./jobs.db\n  JOBS_DATABASE_URL=postgres://app@db:5432/app jobs status\n  jobs list --state deadletter --type send-email\n  jobs retry --all --state deadletter --dry-run',
+      '\nExamples:\n  jobsctl migrate --db ./jobs.db\n  JOBS_DATABASE_URL=postgres://app@db:5432/app jobsctl status\n  jobsctl list --state deadletter --type send-email\n  jobsctl retry --all --state deadletter --dry-run',
     );
   registerMigrate(program, app);
   registerStatus(program, app);
@@ -58,6 +62,7 @@ function createProgram(app: App): Command {
   registerHistory(program, app);
   registerTail(program, app);
   registerDashboard(program, app);
+  registerServe(program, app);
   return program;
 }
 
@@ -67,7 +72,10 @@ function createProgram(app: App): Command {
  * @example
  * process.exitCode = await main(process.argv.slice(2), processIo);
  */
-export async function main(argv: readonly string[], io: Io): Promise<number> {
+export async function main(argv: readonly string[], given: Io): Promise<number> {
+  // Whatever reaches stderr (errors, hints, a driver's message) has the passwords hidden.
+  const sources = databaseValues(argv, given.env);
+  const io: Io = { ...given, err: (text) => given.err(hidePasswords(text, sources)) };
   const app = new App(io);
   const program = createProgram(app);
   try {
@@ -79,7 +87,7 @@ export async function main(argv: readonly string[], io: Io): Promise<number> {
       return error.exitCode === 0 ? 0 : 2;
     }
     const code = error instanceof CliError ? error.exitCode : 1;
-    io.err(`jobs: error: ${oneLine(explain(error, app.target))}\n`);
+    io.err(`jobsctl: error: ${oneLine(explain(error, app.target))}\n`);
     return code;
   }
 }

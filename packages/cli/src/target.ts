@@ -6,6 +6,7 @@
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CliError } from './errors.js';
+import { hidePassword } from './hide-password.js';
 
 /** Where the tables are, as given on the command line. */
 export interface TargetOptions {
@@ -22,7 +23,7 @@ interface TargetBase {
   where: string;
   /** The store's tables, for messages: `schema jobs`, `tables jobs_* in database app`. */
   tables: string;
-  /** Options that select the same tables again (for hints such as `jobs migrate …`). */
+  /** Options that select the same tables again (for hints such as `jobsctl migrate …`). */
   selector: string;
 }
 
@@ -39,16 +40,23 @@ function shellWord(word: string): string {
 }
 
 function parseUrl(text: string, example: string): URL {
+  const hidden = hidePassword(text);
+  // A password's `/`, `#` or `?` ends the host part of a URL unless it is percent-encoded.
+  const hint =
+    hidden === text ? '' : '; percent-encode / @ : # ? % in the password (%2F %40 %3A %23 %3F %25)';
+  const invalid = () =>
+    new CliError(`--db: ${hidden} is not a valid URL (expected e.g. ${example}${hint})`);
+  let url: URL;
   try {
-    return new URL(text);
+    url = new URL(text);
   } catch {
-    throw new CliError(`--db: ${hidePassword(text)} is not a valid URL (expected e.g. ${example})`);
+    throw invalid();
   }
-}
-
-/** The text with the password of a `scheme://user:password@host` URL replaced by `***`. */
-export function hidePassword(text: string): string {
-  return text.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/:@]*:)[^@/]*@/i, '$1***@');
+  // `postgres://app:a@b/c@db/app` parses with host `b`, a piece of the password that messages
+  // would then print: the host must be what follows the password.
+  const afterPassword = text.slice(text.lastIndexOf('@') + 1).toLowerCase();
+  if (hidden !== text && !afterPassword.startsWith(url.host.toLowerCase())) throw invalid();
+  return url;
 }
 
 /**
@@ -121,13 +129,15 @@ export function parseTarget(db: string, options: TargetOptions = {}, fromEnv = f
     filename = text.replace(/^sqlite:(\/\/)?/i, '').replace(/^file:/i, '');
   }
   if (filename === '') throw new CliError(`--db: ${display} names no file`);
+  // A server URL without its scheme (`app:secret@db/app`) reads as a file name: hide its password.
+  const shown = hidePassword(filename);
   return {
     kind: 'sqlite',
     filename: resolve(filename),
     tablePrefix: options.tablePrefix,
-    display: filename,
-    where: filename,
+    display: shown,
+    where: shown,
     tables: `tables ${options.tablePrefix ?? 'jobs_'}*`,
-    selector: `${fromEnv ? '' : `--db ${shellWord(filename)}`}${extra([['--table-prefix', options.tablePrefix]])}`,
+    selector: `${fromEnv ? '' : `--db ${shellWord(shown)}`}${extra([['--table-prefix', options.tablePrefix]])}`,
   };
 }

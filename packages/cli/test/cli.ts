@@ -1,4 +1,4 @@
-/** Runs the built `jobs` binary as a child process, as an operator would. */
+/** Runs the built `jobsctl` binary as a child process, as an operator would. */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
@@ -56,7 +56,7 @@ export async function ok(args: readonly string[], env?: Record<string, string>):
   const result = await jobs(args, env);
   if (result.code !== 0) {
     throw new Error(
-      `jobs ${args.join(' ')} exited with ${result.code}\nstdout: ${result.stdout}\nstderr: ${result.stderr}`,
+      `jobsctl ${args.join(' ')} exited with ${result.code}\nstdout: ${result.stdout}\nstderr: ${result.stderr}`,
     );
   }
   return result.stdout;
@@ -67,7 +67,7 @@ export async function json<T = unknown>(args: readonly string[]): Promise<T> {
   return JSON.parse(await ok([...args, '--json'])) as T;
 }
 
-/** A long-running `jobs` (tail): its output lines as they come, and a way to stop it. */
+/** A long-running `jobsctl` (tail): its output lines as they come, and a way to stop it. */
 export class RunningCli {
   readonly lines: string[] = [];
   stderr = '';
@@ -112,7 +112,7 @@ export class RunningCli {
       const left = deadline - Date.now();
       if (this.child.exitCode !== null || this.child.signalCode !== null || left <= 0) {
         throw new Error(
-          `jobs ${this.child.exitCode === null ? 'printed no' : 'exited before'} ${what}; it printed:\n${this.lines.join('\n')}\nstderr: ${this.stderr}`,
+          `jobsctl ${this.child.exitCode === null ? 'printed no' : 'exited before'} ${what}; it printed:\n${this.lines.join('\n')}\nstderr: ${this.stderr}`,
         );
       }
       await new Promise<void>((resolve) => {

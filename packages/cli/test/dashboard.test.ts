@@ -1,4 +1,4 @@
-/** `jobs dashboard`: serves the web UI on localhost, read-only unless --allow-actions, until SIGTERM. */
+/** `jobsctl dashboard`: serves the web UI on localhost, read-only unless --allow-actions, until SIGTERM. */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -8,10 +8,10 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, jobs, ok } from './cli.js';
 
-/** What `jobs dashboard` imports: @jobs/dashboard's build (the binary never loads its sources). */
+/** What `jobsctl dashboard` imports: @jobs/dashboard's build (the binary never loads its sources). */
 const DASHBOARD_BUILD = fileURLToPath(new URL('../../dashboard/dist/index.js', import.meta.url));
 
-/** Starts `jobs dashboard …`, waits for the URL it prints, and returns it with the child. */
+/** Starts `jobsctl dashboard …`, waits for the URL it prints, and returns it with the child. */
 async function serve(
   args: string[],
 ): Promise<{ url: string; stop: () => Promise<number | null>; output: () => string }> {
@@ -30,7 +30,9 @@ async function serve(
       if (found && output.includes('Ctrl-C stops'))
         resolve((found[1] as string).replace(/\/$/, ''));
     });
-    child.on('exit', (code) => reject(new Error(`jobs dashboard exited with ${code}: ${output}`)));
+    child.on('exit', (code) =>
+      reject(new Error(`jobsctl dashboard exited with ${code}: ${output}`)),
+    );
   });
   return {
     url,
@@ -43,13 +45,13 @@ async function serve(
   };
 }
 
-describe('jobs dashboard', () => {
+describe('jobsctl dashboard', () => {
   const dir = mkdtempSync(join(tmpdir(), 'jobs-cli-dashboard-'));
   const db = join(dir, 'jobs.db');
   beforeAll(async () => {
     if (!existsSync(DASHBOARD_BUILD)) {
       throw new Error(
-        `jobs dashboard runs @jobs/dashboard's build, and ${DASHBOARD_BUILD} is missing: build it first (\`npx -y pnpm@10.34.9 --filter @jobs/dashboard build\`, or \`build\` at the root)`,
+        `jobsctl dashboard runs @jobs/dashboard's build, and ${DASHBOARD_BUILD} is missing: build it first (\`npx -y pnpm@10.34.9 --filter @jobs/dashboard build\`, or \`build\` at the root)`,
       );
     }
     await ok(['migrate', '--db', db]);

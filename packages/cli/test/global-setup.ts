@@ -20,7 +20,7 @@ function newestSource(dir: string): number {
 }
 
 export default function setup(): void {
-  for (const pkg of ['core', 'postgres', 'mysql', 'sqlite']) {
+  for (const pkg of ['core', 'dashboard', 'postgres', 'mysql', 'sqlite']) {
     if (!existsSync(join(root, '..', pkg, 'dist', 'index.js'))) {
       throw new Error(
         `@jobs/cli tests run the built binary: build @jobs/${pkg} first (\`npx -y pnpm@10.34.9 build\` at the root)`,

@@ -18,7 +18,21 @@ if (typeof mod.createStore !== 'function') {
   );
 }
 const { JobEngine } = await import('@jobs/core');
-const store = await mod.createStore(config.args);
+const opened = await mod.createStore(config.args);
+/** Acquisition answers held back this long (`plan.delayAcquireMs`): a slow network, a stall. */
+let acquireDelayMs = 0;
+const delayed = new Set(['acquire', 'completeAndAcquire']);
+const store = new Proxy(opened, {
+  get(target, name, receiver) {
+    const value = Reflect.get(target, name, receiver);
+    if (typeof value !== 'function' || !delayed.has(name)) return value;
+    return async (...args) => {
+      const answer = await value.apply(target, args);
+      if (acquireDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, acquireDelayMs));
+      return answer;
+    };
+  },
+});
 const send = (message) => {
   if (process.connected) process.send(message);
 };
@@ -46,17 +60,27 @@ function handler(plan) {
   return async (job, ctx) => {
     send({ event: 'start', job: job.id, type: job.type, attempt: ctx.attempt, at: Date.now() });
     try {
+      const blocked = plan.blockTypes?.includes(job.type) ?? false;
       const ms =
-        plan.runMs === 'until-aborted'
+        plan.runMs === 'until-aborted' || blocked
           ? Number.POSITIVE_INFINITY
           : (plan.runMs ?? job.payload?.ms ?? 0);
-      if (plan.work === 'transaction') {
+      if (plan.stepMs !== undefined) {
+        // Steps until aborted, reading ctx.signal before each (the documented pattern) and
+        // waiting on a plain timer in between, as a handler's own work would.
+        for (;;) {
+          if (ctx.signal.aborted) break;
+          send({ event: 'step', job: job.id, at: Date.now() });
+          await new Promise((resolve) => setTimeout(resolve, plan.stepMs));
+        }
+      } else if (plan.work === 'transaction') {
         if (typeof mod.slowTransaction !== 'function') {
           throw new Error(
             `[@jobs/conformance] chaos-worker: ${config.module} exports no slowTransaction`,
           );
         }
-        await mod.slowTransaction(store, ms, ctx.signal);
+        // The store its module made, not the proxy around it: the module may know it by identity.
+        await mod.slowTransaction(opened, ms, ctx.signal);
       } else {
         await sleep(ms, ctx.signal);
       }
@@ -84,6 +108,7 @@ const logger = {
 const commands = {
   async start({ engine: options, plan }) {
     if (engine) throw new Error('an engine is already running');
+    acquireDelayMs = plan?.delayAcquireMs ?? 0;
     const handlers = Object.fromEntries(options.types.map((type) => [type, handler(plan ?? {})]));
     const { types: _types, ...rest } = options;
     engine = new JobEngine({ ...rest, store, handlers, logger });

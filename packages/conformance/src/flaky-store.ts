@@ -14,6 +14,7 @@ import {
   type JobRef,
   type JobStore,
   type ListJobsRequest,
+  type MigrationResult,
   type NewJob,
   type RecoverResult,
   type SaveScheduleRequest,
@@ -25,6 +26,7 @@ import {
   type StoreCapabilities,
   StoreError,
 } from '@jobs/core';
+import { seededRandom } from './harness.js';
 
 /** The methods faults are injected into. Reads and admin calls pass through untouched. */
 export type FlakyMethod =
@@ -102,12 +104,13 @@ export class FlakyJobStore implements JobStore {
   // with `exactOptionalPropertyTypes` cannot assign to `JobStore`.
   readonly completeAndAcquire?: NonNullable<JobStore['completeAndAcquire']>;
   readonly subscribe?: NonNullable<JobStore['subscribe']>;
-  readonly rebalanceScopes?: NonNullable<JobStore['rebalanceScopes']>;
+  readonly reserveConnections?: NonNullable<JobStore['reserveConnections']>;
 
   private readonly rate: number;
   private readonly mode: 'before' | 'after' | 'both';
   private readonly methods: ReadonlySet<FlakyMethod>;
-  private state: number;
+  /** Seeded, so a run's faults can be replayed. */
+  private readonly random: () => number;
 
   constructor(
     readonly inner: JobStore,
@@ -122,7 +125,7 @@ export class FlakyJobStore implements JobStore {
     this.rate = rate;
     this.mode = options.mode ?? 'both';
     this.methods = new Set(options.methods ?? ALL_METHODS);
-    this.state = (options.seed ?? 1) >>> 0;
+    this.random = seededRandom(options.seed ?? 1);
     this.name = `flaky(${inner.name})`;
     this.capabilities = { ...inner.capabilities };
     const completeAndAcquire = inner.completeAndAcquire;
@@ -132,18 +135,9 @@ export class FlakyJobStore implements JobStore {
     }
     const subscribe = inner.subscribe;
     if (subscribe) this.subscribe = (listener) => subscribe.call(inner, listener);
-    // Passed through without faults: its own failures are swallowed by the store anyway.
-    const rebalance = inner.rebalanceScopes;
-    if (rebalance) this.rebalanceScopes = (scopes) => rebalance.call(inner, scopes);
-  }
-
-  /** mulberry32: tiny, seeded, good enough to spread faults. */
-  private random(): number {
-    this.state = (this.state + 0x6d2b79f5) >>> 0;
-    let t = this.state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    // Passed through: engines on the wrapper use the inner store's pool.
+    const reserve = inner.reserveConnections;
+    if (reserve) this.reserveConnections = (connections) => reserve.call(inner, connections);
   }
 
   private async flaky<T>(method: FlakyMethod, call: () => Promise<T>): Promise<T> {
@@ -169,7 +163,8 @@ export class FlakyJobStore implements JobStore {
     this.faults.byMethod[method] = (this.faults.byMethod[method] ?? 0) + 1;
   }
 
-  migrate(): Promise<void> {
+  // biome-ignore lint/suspicious/noConfusingVoidType: whatever the wrapped store's migrate() gives
+  migrate(): Promise<MigrationResult | void> {
     return this.inner.migrate();
   }
   close(): Promise<void> {

@@ -1,17 +1,18 @@
 /**
  * What every group file shares: opening fresh stores and peers (and closing them after each
- * test), a builder for new jobs, acquire with defaults, the raw-row check and small waiting
+ * test), a builder for new jobs, acquire with defaults, the raw-job check and small waiting
  * helpers. Groups never share state, so any test can run alone.
  */
 import {
   type AcquireRequest,
   refOf as coreRefOf,
+  type FakeClock,
   type Job,
   type JobRef,
   type JobStore,
   type NewJob,
-  rowToJob,
 } from '@jobs/core';
+import { rowToJob } from '@jobs/core/sql';
 import { expect } from 'vitest';
 import type { ConformanceOptions, ProcessPeerSpec } from './options.js';
 
@@ -47,6 +48,21 @@ export function makeNewJob(overrides: Partial<NewJob> = {}): NewJob {
 export function refOf(job: Job): JobRef {
   if (job.lockToken === null) throw new Error(`job ${job.id} has no lock token (not acquired?)`);
   return coreRefOf(job);
+}
+
+/**
+ * A small seeded random number generator (mulberry32): numbers in [0, 1), the same sequence for
+ * the same seed, so a failing round can be replayed.
+ */
+export function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
 }
 
 export function sleep(ms: number): Promise<void> {
@@ -144,15 +160,28 @@ export class Harness<S extends JobStore = JobStore> {
     return this.options.connectPeer !== undefined;
   }
 
+  /** True when the options read stored jobs around the store (`readRaw` or `readRawJob`). */
   get hasRaw(): boolean {
-    return this.options.readRaw !== undefined;
+    return this.options.readRaw !== undefined || this.options.readRawJob !== undefined;
   }
 
   /** A fresh store on an empty database, migrated twice (migrate must be idempotent). */
   async open(): Promise<S> {
-    const store = await this.options.createStore();
-    const entry = { store, peers: [] as JobStore[] };
-    this.opened.push(entry);
+    return this.track(await this.options.createStore());
+  }
+
+  /**
+   * A fresh store reading its time from `clock` (`createStoreOnClock`), migrated twice; the
+   * test is skipped, with the reason, when the options give no such factory.
+   */
+  async openOnClock(clock: FakeClock, ctx: { skip(note: string): never }): Promise<S> {
+    const create = this.options.createStoreOnClock;
+    if (!create) ctx.skip('no createStoreOnClock option: the store takes no injected clock');
+    return this.track(await create(clock));
+  }
+
+  private async track(store: S): Promise<S> {
+    this.opened.push({ store, peers: [] });
     await store.migrate();
     await store.migrate();
     return store;
@@ -187,27 +216,30 @@ export class Harness<S extends JobStore = JobStore> {
   }
 
   /**
-   * The child-process spec for a multi-process test, or null after skipping the test (no
-   * `processPeer` option, or a store that is not `multiProcess`).
+   * The child-process spec for a multi-process test; without one (no `processPeer` option, or
+   * a store that is not `multiProcess`) the test is skipped with the reason.
    */
-  processPeerOrSkip(store: S, ctx: { skip(note: string): void }): ProcessPeerSpec | null {
+  processPeerOrSkip(store: S, ctx: { skip(note: string): never }): ProcessPeerSpec {
     const spec = this.processPeer(store);
     if (spec && store.capabilities.multiProcess) return spec;
     ctx.skip('no processPeer option or the store is not multiProcess');
-    return null;
   }
 
-  /** The raw row of `id` read around the store, mapped like a SQL store maps it; null if absent. */
+  /**
+   * Job `id` as stored, read around the store: the store's `readRawJob`, or its raw SQL row
+   * (`readRaw`) mapped like a SQL store maps it; null if absent.
+   */
   async raw(store: S, id: string): Promise<Job | null> {
-    const read = this.options.readRaw;
-    if (!read) throw new Error('raw() needs options.readRaw');
-    const row = await read(store, id);
+    const { readRaw, readRawJob } = this.options;
+    if (readRawJob) return readRawJob(store, id);
+    if (!readRaw) throw new Error('raw() needs options.readRaw or options.readRawJob');
+    const row = await readRaw(store, id);
     return row === null ? null : rowToJob(row);
   }
 
   /**
-   * Checks the stored row of `id` around the store when `readRaw` is given (and always checks
-   * what `getJob` returns): `expected` null means "no row".
+   * Checks the stored job `id` around the store when `readRaw` or `readRawJob` is given (and
+   * always checks what `getJob` returns): `expected` null means "not stored".
    */
   async expectStored(store: S, id: string, expected: Partial<Job> | null): Promise<void> {
     const seen = await store.getJob(id);

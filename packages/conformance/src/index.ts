@@ -12,7 +12,7 @@
  * import { MyJobStore } from '../src/index.js';
  * runJobStoreConformance({ name: 'mine', createStore: async () => new MyJobStore(freshDatabase()) });
  */
-import type { JobStore } from '@jobs/core';
+import { type JobStore, STORE_ABILITIES } from '@jobs/core';
 import { afterEach, describe } from 'vitest';
 import { acquireGroup } from './groups/acquire.js';
 import { adminGroup } from './groups/admin.js';
@@ -32,6 +32,7 @@ import { hostileInputGroup } from './groups/hostile-input.js';
 import { keyModesGroup } from './groups/key-modes.js';
 import { leasesGroup } from './groups/leases.js';
 import { lifecycleGroup } from './groups/lifecycle.js';
+import { logsGroup } from './groups/logs.js';
 import { notificationsGroup } from './groups/notifications.js';
 import { operatorViewsGroup } from './groups/operator-views.js';
 import { ownershipGroup } from './groups/ownership.js';
@@ -41,11 +42,16 @@ import { releaseGroup } from './groups/release.js';
 import { scheduleEngineGroup } from './groups/schedule-engine.js';
 import { schedulesGroup } from './groups/schedules.js';
 import { scopeLimitGroup } from './groups/scope-limit.js';
+import { sqlEnqueueGroup } from './groups/sql-enqueue.js';
+import { startMarksGroup } from './groups/start-marks.js';
+import { stepsGroup } from './groups/steps.js';
 import { suspensionGroup } from './groups/suspension.js';
 import { timersGroup } from './groups/timers.js';
 import { transactionsGroup } from './groups/transactions.js';
+import { waitsGroup } from './groups/waits.js';
 import { Harness } from './harness.js';
 import { type ConformanceOptions, GROUP_NAMES, type GroupName } from './options.js';
+import { requirementsCheck } from './requires.js';
 
 export {
   type DeadlineCheckOptions,
@@ -53,6 +59,7 @@ export {
   type DeadlineStoreRequest,
   runDeadlineChecks,
 } from './chaos/deadline-checks.js';
+export { type GuaranteeScenarioOptions, runGuaranteeScenarios } from './chaos/guarantee.js';
 export { type ChaosMode, ChaosProxy, type ChaosProxyOptions } from './chaos/proxy.js';
 export { type RestartScenarioOptions, runRestartScenario } from './chaos/restart.js';
 export {
@@ -98,6 +105,7 @@ export {
   Harness,
   makeNewJob,
   refOf,
+  seededRandom,
   sleep,
   storeNow,
   WORK,
@@ -107,9 +115,19 @@ export {
   type ConformanceOptions,
   GROUP_NAMES,
   type GroupName,
+  type OptionalStoreMethod,
   type ProcessPeerSpec,
+  type StoreRequirements,
   type TransactionHooks,
 } from './options.js';
+export {
+  describeIfAvailable,
+  inCi,
+  itIfAvailable,
+  missingBuild,
+  prerequisite,
+} from './prerequisites.js';
+export { ABILITY_MEMBERS, abilityGaps, requirementGaps } from './requires.js';
 export {
   runScheduleOverlapProcessTest,
   type ScheduleOverlapTestOptions,
@@ -126,6 +144,10 @@ const GROUPS: Record<GroupName, { title: string; define: GroupDefinition }> = {
   ownership: { title: 'one owner under concurrent acquirers (1)', define: ownershipGroup },
   leases: { title: 'leases and fencing tokens (2, 3)', define: leasesGroup },
   recovery: { title: 'crash recovery of expired leases (4)', define: recoveryGroup },
+  'start-marks': {
+    title: 'start marks: a lease lapsed before its handler started costs no attempt (4, 21)',
+    define: startMarksGroup,
+  },
   failure: { title: 'failure and retry (6)', define: failureGroup },
   deadletter: { title: 'dead-letter area (7)', define: deadletterGroup },
   suspension: { title: 'suspension (7)', define: suspensionGroup },
@@ -161,6 +183,15 @@ const GROUPS: Record<GroupName, { title: string; define: GroupDefinition }> = {
     title: 'cancellation and progress: through lease renewal, on every store (20)',
     define: cancellationGroup,
   },
+  logs: { title: 'job logs (ctx.log) and per-job time limits', define: logsGroup },
+  steps: {
+    title: 'durable steps (22): checkpoints fenced by the lease, memoised across runs',
+    define: stepsGroup,
+  },
+  waits: {
+    title: 'durable waits (23): ctx.sleep frees the worker, fenced by the lease',
+    define: waitsGroup,
+  },
   'operator-views': {
     title: 'operator views: queue stats (optional)',
     define: operatorViewsGroup,
@@ -172,6 +203,10 @@ const GROUPS: Record<GroupName, { title: string; define: GroupDefinition }> = {
   'schedule-engine': { title: 'schedules fired by racing runners', define: scheduleEngineGroup },
   engine: { title: 'a real JobEngine on the store', define: engineGroup },
   faults: { title: 'engines on the store with 20% injected faults', define: faultsGroup },
+  'sql-enqueue': {
+    title: 'enqueue from SQL: the same job as engine.enqueue (24)',
+    define: sqlEnqueueGroup,
+  },
 };
 
 /** Why a group cannot run with these options, or null. */
@@ -184,6 +219,9 @@ function automaticSkip(group: GroupName, options: ConformanceOptions<JobStore>):
   }
   if (group === 'notifications' && !options.connectPeer) {
     return 'no `connectPeer` given: wake-ups are checked across connections';
+  }
+  if (group === 'sql-enqueue' && !options.sqlEnqueue) {
+    return 'no `sqlEnqueue` given (the store has no SQL enqueue entry point)';
   }
   if (group === 'durability' && !options.connectPeer) {
     return 'no `connectPeer` given: durability is checked by reading through a new connection';
@@ -214,12 +252,51 @@ function validateOptions(options: ConformanceOptions<JobStore>): void {
       );
     }
   }
+  if (options.readRaw !== undefined && options.readRawJob !== undefined) {
+    throw new TypeError(
+      '[@jobs/conformance] runJobStoreConformance: give `readRaw` (a SQL row) or `readRawJob` (a stored Job), not both',
+    );
+  }
+  for (const field of ['readRaw', 'readRawJob'] as const) {
+    const value = options[field];
+    if (value !== undefined && typeof value !== 'function') {
+      throw new TypeError(
+        `[@jobs/conformance] runJobStoreConformance: \`${field}\` must be a function`,
+      );
+    }
+  }
+  validateRequirements(options.requires);
   for (const field of ['rounds', 'peers', 'processes', 'timeoutMs'] as const) {
     const value = options[field];
     if (value !== undefined && (!Number.isInteger(value) || value < 1)) {
       throw new TypeError(
         `[@jobs/conformance] runJobStoreConformance: ${field} must be a positive integer`,
       );
+    }
+  }
+}
+
+function validateRequirements(requires: ConformanceOptions<JobStore>['requires']): void {
+  if (requires === undefined) return;
+  const where = '[@jobs/conformance] runJobStoreConformance: requires';
+  if (typeof requires !== 'object' || requires === null) {
+    throw new TypeError(`${where} must be an object ({ capabilities, abilities?, methods? })`);
+  }
+  const { capabilities, abilities, methods } = requires;
+  if (typeof capabilities !== 'object' || capabilities === null || Array.isArray(capabilities)) {
+    throw new TypeError(`${where}.capabilities must be an object of capability values`);
+  }
+  if (abilities !== undefined) {
+    const known = new Set<string>(STORE_ABILITIES);
+    if (!Array.isArray(abilities) || abilities.some((a) => !known.has(a))) {
+      throw new TypeError(
+        `${where}.abilities must be an array of ability names (${STORE_ABILITIES.join(', ')})`,
+      );
+    }
+  }
+  if (methods !== undefined) {
+    if (!Array.isArray(methods) || methods.some((m) => typeof m !== 'string' || m === '')) {
+      throw new TypeError(`${where}.methods must be an array of method names`);
     }
   }
 }
@@ -233,6 +310,7 @@ function validateOptions(options: ConformanceOptions<JobStore>): void {
  *   name: 'sqlite',
  *   createStore: async () => new SqliteJobStore({ filename: freshFile() }),
  *   connectPeer: async (store) => new SqliteJobStore({ filename: store.filename }),
+ *   requires: { capabilities: { progress: true }, abilities: ['cancellation', 'views'] },
  *   skip: { transactions: 'reason why' },
  * });
  */
@@ -249,6 +327,7 @@ export function runJobStoreConformance<S extends JobStore, Tx = unknown>(
     afterEach(async () => {
       await harness.cleanup();
     }, timeout);
+    requirementsCheck(harness as unknown as Harness);
     for (const group of GROUP_NAMES) {
       const { title, define } = GROUPS[group];
       const reason = options.skip?.[group] ?? automaticSkip(group, base);

@@ -1,4 +1,4 @@
-import type { JobStore } from '@jobs/core';
+import type { FakeClock, Job, JobStore, StoreAbility, StoreCapabilities } from '@jobs/core';
 
 /**
  * The invariant groups of the suite, one file each in `src/groups/`. Numbers refer to the
@@ -13,6 +13,7 @@ export const GROUP_NAMES = [
   'ownership',
   'leases',
   'recovery',
+  'start-marks',
   'failure',
   'deadletter',
   'suspension',
@@ -31,10 +32,14 @@ export const GROUP_NAMES = [
   'handler-transaction',
   'history',
   'cancellation',
+  'logs',
+  'steps',
+  'waits',
   'schedules',
   'schedule-engine',
   'engine',
   'faults',
+  'sql-enqueue',
 ] as const;
 
 export type GroupName = (typeof GROUP_NAMES)[number];
@@ -98,6 +103,42 @@ export interface HandlerTransactionHooks<S extends JobStore = JobStore> {
   singleWriter?: boolean;
 }
 
+/**
+ * The optional members of `JobStore` (methods a store may leave out), derived from the
+ * contract: `completeAndAcquire`, `queueStats`, `configureHistory`, …
+ */
+export type OptionalStoreMethod = {
+  [K in keyof JobStore]-?: undefined extends JobStore[K]
+    ? NonNullable<JobStore[K]> extends (...args: never[]) => unknown
+      ? K
+      : never
+    : never;
+}[keyof JobStore];
+
+/**
+ * What a store must run the suite with, pinned by its test file. Tests that need a capability,
+ * an ability or an optional method the store lacks are skipped; with these pinned, a store that
+ * loses one fails a test naming the difference instead.
+ *
+ * @example
+ * requires: {
+ *   capabilities: { progress: true, multiProcess: true },
+ *   abilities: ['cancellation', 'history', 'views'],
+ *   methods: ['completeAndAcquire'],
+ * }
+ */
+export interface StoreRequirements {
+  /** Each capability listed must have exactly this value (`false` pins an absence too). */
+  capabilities: Partial<StoreCapabilities>;
+  /** Optional abilities (`JobStore.cancellation`, …) the store must have, each whole. */
+  abilities?: readonly StoreAbility[];
+  /**
+   * Optional fast paths and hooks (`completeAndAcquire`, …) the store must have, and the
+   * optional member of an ability (`steps.saveInTransaction`).
+   */
+  methods?: readonly (OptionalStoreMethod | 'steps.saveInTransaction')[];
+}
+
 export interface ConformanceOptions<S extends JobStore = JobStore, Tx = unknown> {
   /** Shown in the suite's title, e.g. `sqlite`. */
   name: string;
@@ -117,14 +158,52 @@ export interface ConformanceOptions<S extends JobStore = JobStore, Tx = unknown>
   /** How a child process opens the same database; adds multi-process races. */
   processPeer?: (store: S) => ProcessPeerSpec;
   /**
-   * The raw row of job `id`, read around the store (plain SQL), or null when there is none.
-   * Column names as in `@jobs/core` `sql/rows.ts` (`state`, `lock_token`, `lock_owner`, …).
+   * For a SQL store: the raw row of job `id`, read around the store (plain SQL), or null when
+   * there is none. Column names as in `@jobs/core/sql` `rows.ts` (`state`, `lock_token`,
+   * `lock_owner`, …); the suite maps it with `rowToJob`. Every state check then also checks the
+   * stored row. Give this or `readRawJob`, not both.
    */
   readRaw?: (store: S, id: string) => Promise<Record<string, unknown> | null>;
+  /**
+   * For a store that does not keep SQL rows (a file, a key-value store, a document database):
+   * job `id` as it is stored, read around the store (not through `getJob`: from the file on
+   * disk, a second client, …) and decoded into a `Job` by the store's own decoder, or null when
+   * there is none. Every state check then also checks the stored job, so a write that was
+   * acknowledged before it was stored, or a `getJob` that says something the storage does not
+   * hold, fails the test that made it. Give this or `readRaw`, not both.
+   *
+   * @example
+   * readRawJob: async (store, id) => decodeJob(JSON.parse(await readFile(store.filename, 'utf8')), id),
+   */
+  readRawJob?: (store: S, id: string) => Promise<Job | null>;
   /** Open/commit/roll back a transaction for `enqueue(…, { tx })`; without it, `transactions` is skipped. */
   transaction?: TransactionHooks<S, Tx>;
   /** Effects through `ctx.transaction`; without it, `handler-transaction` is skipped. */
   handlerTransaction?: HandlerTransactionHooks<S>;
+  /**
+   * For a SQL store: calls the database's SQL enqueue entry point (PostgreSQL's function, MySQL's
+   * procedure, SQLite's insertable view) with raw SQL on the store's database, with the JSON
+   * texts given, and returns the id of the job written (or of its key's holder); a database
+   * error is thrown as it is. With `tx` (from `transaction.begin`), inside that transaction.
+   * Without it, `sql-enqueue` is skipped.
+   */
+  sqlEnqueue?: (
+    store: S,
+    call: { type: string; payload: string; options: string },
+    tx?: Tx,
+  ) => Promise<string>;
+  /**
+   * The capabilities and optional methods the store must declare. Without it the suite lists
+   * the check as skipped, and a capability switched off silently skips the tests that need it.
+   */
+  requires?: StoreRequirements;
+  /**
+   * The same kind of store as `createStore` (fresh, empty), reading its time from `clock`, a
+   * `FakeClock` the test moves. Tests that check a rule at the exact millisecond (a lease is not
+   * recovered before it expires) use it; without it they are skipped, and real-time tests of
+   * the same rule still run.
+   */
+  createStoreOnClock?: (clock: FakeClock) => Promise<S>;
   /** Groups not to run, each with the reason (shown in the test output). */
   skip?: Partial<Record<GroupName, string>>;
   /** Repetitions of each race. Default 10. */

@@ -11,9 +11,58 @@ export type JobsErrorCode =
   | 'INVALID_STATE'
   | 'STOPPED'
   | 'TIMEOUT'
-  | 'CANCELLED';
+  | 'CANCELLED'
+  | 'SCHEMA'
+  | 'FAILED';
 
+/**
+ * The brand each error class of @jobs puts on its prototype: the class's name. `Symbol.for`
+ * gives every copy of this package the same symbol, so an error made by one copy (the CJS build
+ * beside the ESM one, or two versions in one app) is recognised by another.
+ */
+const BRAND = Symbol.for('@jobs/core:error');
+
+interface Branded {
+  readonly [BRAND]?: string;
+}
+
+/** Whether `value` is an error whose class, or a class it extends, carries `brand`. */
+function hasBrand(value: unknown, brand: string): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  for (let proto = Object.getPrototypeOf(value); proto !== null; ) {
+    if (Object.hasOwn(proto, BRAND) && (proto as Branded)[BRAND] === brand) return true;
+    proto = Object.getPrototypeOf(proto);
+  }
+  return false;
+}
+
+/** `value instanceof type` by prototype, or else by brand when `type` is one of ours. */
+function isInstance(type: { prototype: unknown }, value: unknown): boolean {
+  if (Function.prototype[Symbol.hasInstance].call(type, value)) return true;
+  // Only our own classes are branded: a user's subclass must not match every error of ours.
+  const prototype = type.prototype as Branded;
+  return Object.hasOwn(prototype, BRAND) && hasBrand(value, prototype[BRAND] as string);
+}
+
+/** Brands the prototype of one of our error classes with its name (see `BRAND`). */
+function brand(type: { prototype: object }, name: string): void {
+  Object.defineProperty(type.prototype, BRAND, { value: name });
+}
+
+/**
+ * Every error @jobs throws. `instanceof` (on this class and each subclass) also recognises the
+ * errors of another copy of `@jobs/core` by their brand, so a handler's `UnrecoverableError`
+ * from the CJS build is unrecoverable to an engine from the ESM build. A class of your own
+ * extending one of these is recognised the ordinary way (by its prototype).
+ *
+ * @example
+ * if (error instanceof JobsError && error.code === 'NOT_FOUND') return null;
+ */
 export class JobsError extends Error {
+  static {
+    brand(JobsError, 'JobsError');
+  }
+
   readonly code: JobsErrorCode;
 
   constructor(code: JobsErrorCode, message: string, options?: { cause?: unknown }) {
@@ -21,10 +70,19 @@ export class JobsError extends Error {
     this.name = 'JobsError';
     this.code = code;
   }
+
+  static override [Symbol.hasInstance]<T>(this: { prototype: T }, value: unknown): value is T {
+    // biome-ignore lint/complexity/noThisInStatic: `this` is the class right of `instanceof`
+    return isInstance(this, value);
+  }
 }
 
 /** Bad input: an option, a payload, a cron expression. Nothing was written. */
 export class ValidationError extends JobsError {
+  static {
+    brand(ValidationError, 'ValidationError');
+  }
+
   /** The option or field that was wrong, e.g. `runAt` or `payload.to`. */
   readonly field: string;
 
@@ -40,6 +98,10 @@ export class ValidationError extends JobsError {
  * fencing token is stale. Whatever the caller wanted to write was not written.
  */
 export class LockLostError extends JobsError {
+  static {
+    brand(LockLostError, 'LockLostError');
+  }
+
   readonly jobId: string;
 
   constructor(jobId: string, message?: string) {
@@ -57,6 +119,10 @@ export class LockLostError extends JobsError {
  * if (!user) throw new UnrecoverableError(`user ${id} does not exist`);
  */
 export class UnrecoverableError extends JobsError {
+  static {
+    brand(UnrecoverableError, 'UnrecoverableError');
+  }
+
   constructor(message: string, options?: { cause?: unknown }) {
     super('UNRECOVERABLE', message, options);
     this.name = 'UnrecoverableError';
@@ -77,6 +143,10 @@ export class UnrecoverableError extends JobsError {
  * } }
  */
 export class CancelledError extends JobsError {
+  static {
+    brand(CancelledError, 'CancelledError');
+  }
+
   readonly jobId: string;
 
   constructor(jobId: string) {
@@ -86,8 +156,55 @@ export class CancelledError extends JobsError {
   }
 }
 
+/**
+ * A run took longer than its time limit (`timeoutMs` of the job or its type): the reason
+ * `ctx.signal` aborts with, and the error its attempt fails with (retried as any failure).
+ */
+export class JobTimeoutError extends JobsError {
+  readonly jobId: string;
+  readonly timeoutMs: number;
+
+  constructor(jobId: string, timeoutMs: number) {
+    super('TIMEOUT', `job ${jobId} ran longer than its time limit of ${timeoutMs} ms`);
+    this.name = 'JobTimeoutError';
+    this.jobId = jobId;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/**
+ * A job whose result was awaited (`engine.result`) did not complete: it ended in the dead-letter
+ * area (its handler failed for good) or was cancelled. `error` is its last error, if any.
+ */
+export class JobFailedError extends JobsError {
+  readonly jobId: string;
+  readonly outcome: 'deadletter' | 'cancelled';
+  readonly error: { message: string; stack: string | null } | null;
+
+  constructor(
+    jobId: string,
+    outcome: 'deadletter' | 'cancelled',
+    error: { message: string; stack: string | null } | null,
+  ) {
+    super(
+      'FAILED',
+      outcome === 'cancelled'
+        ? `job ${jobId} was cancelled`
+        : `job ${jobId} failed for good (dead-letter area)${error ? `: ${error.message}` : ''}`,
+    );
+    this.name = 'JobFailedError';
+    this.jobId = jobId;
+    this.outcome = outcome;
+    this.error = error;
+  }
+}
+
 /** A store could not do what was asked; `cause` holds the driver's error. */
 export class StoreError extends JobsError {
+  static {
+    brand(StoreError, 'StoreError');
+  }
+
   constructor(message: string, options?: { cause?: unknown }) {
     super('STORE', message, options);
     this.name = 'StoreError';
@@ -96,6 +213,10 @@ export class StoreError extends JobsError {
 
 /** The job or schedule asked for does not exist. */
 export class NotFoundError extends JobsError {
+  static {
+    brand(NotFoundError, 'NotFoundError');
+  }
+
   constructor(message: string) {
     super('NOT_FOUND', message);
     this.name = 'NotFoundError';
@@ -104,6 +225,10 @@ export class NotFoundError extends JobsError {
 
 /** The job is not in a state that allows the operation (e.g. retrying a job that is running). */
 export class InvalidStateError extends JobsError {
+  static {
+    brand(InvalidStateError, 'InvalidStateError');
+  }
+
   constructor(message: string) {
     super('INVALID_STATE', message);
     this.name = 'InvalidStateError';

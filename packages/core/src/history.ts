@@ -3,7 +3,7 @@
  * (JSON, capped), how a history record is built from a job, and the keyset cursor of
  * `admin.listHistory`. Stores only store what they are given.
  */
-import { UNSTORABLE_IN_JSON as UNSTORABLE } from './engine/payload-check.js';
+import { jsonText } from './engine/payload-check.js';
 import { ValidationError } from './errors.js';
 import type { HistoryKeep, HistoryOutcome, Job, JobHistoryRecord } from './store.js';
 
@@ -25,30 +25,22 @@ export interface HistoryResultMarker {
 
 /**
  * JSON text of a handler's return value as history stores it: null for `undefined`; a marker
- * when the value is not JSON every store keeps verbatim (functions, `BigInt`, cycles, control
- * characters or unpaired surrogates in strings) or its JSON is over `maxBytes`. Never throws: a result never
- * keeps a job from completing.
+ * when the value is not JSON every store keeps verbatim (what a payload may not be: functions,
+ * `BigInt`, cycles, `Map`s and `Set`s, control characters or unpaired surrogates in strings…;
+ * the marker's `reason` names the path) or its JSON is over `maxBytes`. Never throws: a result
+ * never keeps a job from completing.
  */
 export function historyResultJson(
   value: unknown,
   maxBytes: number = HISTORY_RESULT_MAX_BYTES,
 ): string | null {
   if (value === undefined) return null;
-  let text: string | undefined;
+  let text: string;
   try {
-    text = JSON.stringify(value, (key, v: unknown) => {
-      if (typeof v === 'string' && UNSTORABLE.test(v)) {
-        throw new Error('a string holds a control character or an unpaired surrogate');
-      }
-      if (key !== '' && UNSTORABLE.test(key))
-        throw new Error('a key holds a control character or an unpaired surrogate');
-      return v;
-    });
+    text = jsonText(value, 'result');
   } catch (error) {
     return marker({ $jobs: 'result-not-json', reason: (error as Error).message });
   }
-  // A function or symbol at the top: JSON has nothing for it.
-  if (text === undefined) return marker({ $jobs: 'result-not-json', reason: typeof value });
   const bytes = Buffer.byteLength(text, 'utf8');
   if (bytes > maxBytes) return marker({ $jobs: 'result-too-large', bytes, limit: maxBytes });
   return text;
@@ -78,6 +70,8 @@ export function toHistoryRecord(
     result: resultJson === null || resultJson === undefined ? null : JSON.parse(resultJson),
     finishedAt,
     durationMs: durationMs ?? null,
+    // When its last run started, for a job that ended by running (a measured duration).
+    startedAt: durationMs === null || durationMs === undefined ? null : (job.startedAt ?? null),
     lockExpiresAt: null,
     lockToken: null,
     suspendedFrom: null,

@@ -2,6 +2,8 @@ export * from './clock.js';
 export * from './engine/admin.js';
 export * from './engine/engine.js';
 export type { EngineHealth } from './engine/health.js';
+export * from './engine/run-worker.js';
+export { MAX_STEP_NAME_CHARS, type StepOptions } from './engine/steps.js';
 export * from './engine/types.js';
 // Explicit: the other checks in validate.ts are the engine's, not public API.
 export { checkMeta, MAX_META_ENTRIES, MAX_META_VALUE, MAX_SCOPE_LIMIT } from './engine/validate.js';
@@ -12,8 +14,8 @@ export * from './memory-store.js';
 export * from './rate-window.js';
 // Explicit: the retry decision in retry.ts is the engine's, not public API.
 export { DEFAULT_RETRIES, DEFAULT_RETRY_POLICY, parseRetryPolicy, retryDelayMs } from './retry.js';
+export * from './rules/index.js';
 export * from './schedule/index.js';
 export * from './schedule/iso8601.js';
-export * from './sql/rows.js';
 export * from './store.js';
 export * from './store-support.js';

@@ -9,44 +9,55 @@
  */
 import { randomUUID } from 'node:crypto';
 import { type Clock, systemClock } from './clock.js';
-import { StoreError } from './errors.js';
+import { LockLostError, StoreError } from './errors.js';
 import { keepsOutcome, toHistoryRecord } from './history.js';
 import { nextRateWindow, type RateWindow } from './rate-window.js';
-import { dueTime, LEASE_EXPIRED_MESSAGE } from './sql/rows.js';
-import type {
-  AcquireRequest,
-  CancelOutcome,
-  EnqueueOptions,
-  EnqueueResult,
-  HistorySettings,
-  Job,
-  JobCompletion,
-  JobFailure,
-  JobFilter,
-  JobHistoryRecord,
-  JobRef,
-  JobState,
-  JobStore,
-  LeaseRenewalRef,
-  ListHistoryRequest,
-  ListJobsRequest,
-  NewJob,
-  OverdueType,
-  QueueStatsRow,
-  RateTokenGrant,
-  RateTokenRequest,
-  RecoverResult,
-  RenewResult,
-  RetryPolicy,
-  SaveScheduleRequest,
-  ScheduleFire,
-  ScheduleFireResult,
-  ScheduleRecord,
-  SettleResult,
-  StatsRow,
-  StoreCapabilities,
+import { dueTime, initialState } from './rules/due.js';
+import { afterFailure } from './rules/failure.js';
+import { afterLeaseExpiry, LEASE_EXPIRED_MESSAGE } from './rules/lease.js';
+import { compareAcquisitionOrder } from './rules/order.js';
+import {
+  type AcquireRequest,
+  type CancelOutcome,
+  type EnqueueOptions,
+  type EnqueueResult,
+  type HistorySettings,
+  JOB_STATES,
+  type Job,
+  type JobCompletion,
+  type JobFailure,
+  type JobFilter,
+  type JobHistoryRecord,
+  type JobRef,
+  type JobState,
+  type JobStore,
+  type LeaseRenewalRef,
+  type ListHistoryRequest,
+  type ListJobsRequest,
+  type NewJob,
+  type OverdueType,
+  type QueueStatsRow,
+  type RateTokenGrant,
+  type RateTokenRequest,
+  type RecoverResult,
+  type RenewResult,
+  type RetryPolicy,
+  type SaveScheduleRequest,
+  type ScheduleFire,
+  type ScheduleFireResult,
+  type ScheduleRecord,
+  type SettleResult,
+  type StatsRow,
+  type StoreBulk,
+  type StoreCancellation,
+  type StoreCapabilities,
+  type StoreHistory,
+  type StoreRateLimits,
+  type StoreSteps,
+  type StoreViews,
+  type StoreWaits,
 } from './store.js';
-import { StoreSubscribers } from './store-support.js';
+import { readLogs, readSteps, StoreSubscribers } from './store-support.js';
 
 export interface MemoryJobStoreOptions {
   /** The store's clock; due times and leases are compared on it. Default: the machine's clock. */
@@ -79,14 +90,51 @@ export class MemoryJobStore implements JobStore {
   readonly name = 'memory';
   readonly capabilities: StoreCapabilities = {
     notifications: true,
-    skipLocked: true,
     transactionalEnqueue: false,
     multiProcess: false,
     scopeLimits: true,
     keyModes: true,
-    rateLimits: true,
-    cancellation: true,
     progress: true,
+    startMarks: true,
+    logs: true,
+    timeLimits: true,
+  };
+  readonly cancellation: StoreCancellation = {
+    cancel: (id) => this.cancel(id),
+    cancelHeld: (refs) => this.cancelHeld(refs),
+  };
+  readonly rateLimits: StoreRateLimits = {
+    takeRateTokens: (requests) => this.takeRateTokens(requests),
+    deferJobs: (refs, delayMs) => this.deferJobs(refs, delayMs),
+  };
+  readonly history: StoreHistory = {
+    configure: (settings) => this.configureHistory(settings),
+    get: (id) => this.getHistory(id),
+    list: (request) => this.listHistory(request),
+    amend: (id, resultJson, durationMs) => this.amendHistory(id, resultJson, durationMs),
+    prune: (retentionMs, limit) => this.pruneHistory(retentionMs, limit),
+  };
+  readonly bulk: StoreBulk = {
+    countJobs: (filter, cap) => this.countJobs(filter, cap),
+    retryDeadletterMany: (filter, retries, limit) =>
+      this.retryDeadletterMany(filter, retries, limit),
+    deleteMany: (filter, limit) => this.deleteMany(filter, limit),
+  };
+  readonly views: StoreViews = {
+    overdueTypes: (request) => this.overdueTypes(request),
+    queueStats: (options) => this.queueStats(options),
+    // A map has no statistics to estimate from; readers count instead.
+    estimateJobs: async () => null,
+  };
+  readonly steps: StoreSteps = {
+    save: (ref, stepsJson, tx) => this.saveSteps(ref, stepsJson, tx),
+  };
+  readonly waits: StoreWaits = {
+    sleep: (ref, stepsJson, delayMs) => this.sleepHeld(ref, stepsJson, delayMs),
+    signal: (name, key, payloadJson) => this.signal(name, key, payloadJson),
+    takeSignal: (ref, name, key, stepsJsonOf) => this.takeSignal(ref, name, key, stepsJsonOf),
+    waitSignal: (ref, name, key, stepsJson, timeoutMs) =>
+      this.waitSignal(ref, name, key, stepsJson, timeoutMs),
   };
 
   private readonly clock: Clock;
@@ -97,8 +145,14 @@ export class MemoryJobStore implements JobStore {
   private readonly keys = new Map<string, number>();
   private readonly schedules = new Map<string, ScheduleRecord>();
   private readonly subscribers = new StoreSubscribers();
+  /** Signals not taken yet, oldest first, by `name` NUL `key` (see `StoreWaits.signal`). */
+  private readonly signals = new Map<string, string[]>();
+  /** Jobs waiting for a signal, by `name` NUL `key` (see `StoreWaits.waitSignal`). */
+  private readonly signalWaiters = new Map<string, Set<string>>();
   /** Finished jobs, by id (see `configureHistory`). */
-  private readonly history = new Map<string, JobHistoryRecord>();
+  private readonly finished = new Map<string, JobHistoryRecord>();
+  /** Changes queued for running holders of keys (see `NewJob.keyMode`): key → holder, change. */
+  private readonly followups = new Map<string, { holder: number; job: NewJob }>();
   private historySettings: HistorySettings = { keep: 'none', retentionMs: 0 };
   private nextSeq = 1;
   private closed = false;
@@ -162,7 +216,7 @@ export class MemoryJobStore implements JobStore {
     // A limited job may start while it is among the first `limit - running` of its scope.
     const startable = new Set<StoredJob>();
     for (const [scope, list] of waiting) {
-      list.sort(compareAcquisitionOrder);
+      list.sort(compareStored);
       const busy = running.get(scope) ?? 0;
       list.forEach((stored, ahead) => {
         if (busy + ahead < (stored.job.scopeLimit ?? 1)) startable.add(stored);
@@ -186,15 +240,20 @@ export class MemoryJobStore implements JobStore {
 
     const token = randomUUID();
     const lockExpiresAt = nowMs + request.leaseMs;
+    const start = request.start ?? chosen.length;
+    const ahead = start + (request.startAhead ?? 0);
     const acquired: Job[] = [];
-    for (const { job } of chosen) {
+    chosen.forEach(({ job }, i) => {
       job.state = 'running';
       job.lockOwner = request.owner;
       job.lockExpiresAt = new Date(lockExpiresAt);
       job.lockToken = token;
       job.attempts += 1;
+      // The first `start` start at once; `startAhead` more only with retries left.
+      const started = i < start || (i < ahead && job.retriesLeft > 0);
+      job.startedAt = started ? new Date(nowMs) : null;
       acquired.push(copyJob(job));
-    }
+    });
     return acquired;
   }
 
@@ -206,7 +265,7 @@ export class MemoryJobStore implements JobStore {
 
   /**
    * Removes held jobs as finished with `outcome`, recording them in history as configured; a
-   * job `refuse` keeps is reported lost, like one not held.
+   * job `refuse` keeps (a cancel request) is reported in `cancelRequested`.
    */
   private finishHeld(
     refs: readonly JobCompletion[],
@@ -214,23 +273,28 @@ export class MemoryJobStore implements JobStore {
     refuse: (job: Job) => boolean = () => false,
   ): SettleResult {
     const lost: string[] = [];
+    const cancelRequested: string[] = [];
     for (const ref of refs) {
       const stored = this.held(ref);
-      if (!stored || refuse(stored.job)) {
+      if (!stored) {
         lost.push(ref.id);
+        continue;
+      }
+      if (refuse(stored.job)) {
+        cancelRequested.push(ref.id);
         continue;
       }
       this.remove(stored);
       const result = outcome === 'completed' ? ref.resultJson : null;
       this.record(stored.job, outcome, result, ref.durationMs);
     }
-    return { lost };
+    return settleResult(lost, cancelRequested);
   }
 
-  async cancel(id: string): Promise<CancelOutcome> {
+  private async cancel(id: string): Promise<CancelOutcome> {
     this.assertOpen('cancel');
     const stored = this.byId(id);
-    if (!stored) return this.history.has(id) ? 'finished' : 'not-found';
+    if (!stored) return this.finished.has(id) ? 'finished' : 'not-found';
     if (stored.job.state === 'running') {
       stored.job.cancelRequested = true;
       return 'requested';
@@ -240,7 +304,7 @@ export class MemoryJobStore implements JobStore {
     return 'cancelled';
   }
 
-  async cancelHeld(refs: readonly JobCompletion[]): Promise<SettleResult> {
+  private async cancelHeld(refs: readonly JobCompletion[]): Promise<SettleResult> {
     this.assertOpen('cancelHeld');
     return this.finishHeld(refs, 'cancelled');
   }
@@ -249,34 +313,37 @@ export class MemoryJobStore implements JobStore {
   async completeAndAcquire(
     done: readonly JobCompletion[],
     request: AcquireRequest,
-  ): Promise<{ lost: string[]; jobs: Job[] }> {
-    const { lost } = await this.complete(done);
+  ): Promise<SettleResult & { jobs: Job[] }> {
+    const settled = await this.complete(done);
     const jobs = await this.acquire(request);
-    return { lost, jobs };
+    return { ...settled, jobs };
   }
 
   async fail(failures: readonly JobFailure[]): Promise<SettleResult> {
     this.assertOpen('fail');
     const nowMs = this.clock.now();
     const lost: string[] = [];
+    const cancelRequested: string[] = [];
     for (const failure of failures) {
       const stored = this.held(failure);
-      if (!stored || stored.job.cancelRequested) {
+      if (!stored) {
         lost.push(failure.id);
         continue;
       }
-      const job = stored.job;
-      if (failure.deadletter) {
-        job.state = 'deadletter';
-      } else {
-        job.state = 'timer';
-        job.dueAt = new Date(nowMs + failure.retryDelayMs);
-        job.retriesLeft -= 1;
+      if (stored.job.cancelRequested) {
+        // A cancel request wins: its owner cancels the job instead.
+        cancelRequested.push(failure.id);
+        continue;
       }
+      const job = stored.job;
+      const next = afterFailure(job, failure, nowMs);
+      job.state = next.state;
+      if (next.dueAt) job.dueAt = next.dueAt;
+      job.retriesLeft = next.retriesLeft;
+      job.lastError = next.lastError;
       clearLock(job);
-      job.lastError = { message: failure.error.message, stack: failure.error.stack ?? null };
     }
-    return { lost };
+    return settleResult(lost, cancelRequested);
   }
 
   async release(refs: readonly JobRef[]): Promise<SettleResult> {
@@ -307,7 +374,7 @@ export class MemoryJobStore implements JobStore {
     return { lost, changed: lost.length < refs.length };
   }
 
-  async takeRateTokens(requests: readonly RateTokenRequest[]): Promise<RateTokenGrant[]> {
+  private async takeRateTokens(requests: readonly RateTokenRequest[]): Promise<RateTokenGrant[]> {
     this.assertOpen('takeRateTokens');
     const nowMs = this.currentTime().getTime();
     return requests.map((request) => {
@@ -317,7 +384,7 @@ export class MemoryJobStore implements JobStore {
     });
   }
 
-  async deferJobs(refs: readonly JobRef[], delayMs: number): Promise<SettleResult> {
+  private async deferJobs(refs: readonly JobRef[], delayMs: number): Promise<SettleResult> {
     this.assertOpen('deferJobs');
     const due = this.currentTime().getTime() + Math.max(0, delayMs);
     const { lost } = this.giveBack(refs, (job) => {
@@ -343,12 +410,119 @@ export class MemoryJobStore implements JobStore {
         continue;
       }
       stored.job.lockExpiresAt = new Date(expires);
+      if (ref.start === true && !stored.job.startedAt) stored.job.startedAt = this.currentTime();
+      else if (ref.start === false) stored.job.startedAt = null;
       if (ref.progressJson !== undefined && ref.progressJson !== null) {
         stored.job.progress = JSON.parse(ref.progressJson);
+      }
+      if (ref.logsJson !== undefined && ref.logsJson !== null) {
+        stored.job.logs = readLogs(ref.logsJson);
       }
       if (stored.job.cancelRequested) cancelRequested.push(ref.id);
     }
     return cancelRequested.length > 0 ? { lost, cancelRequested } : { lost };
+  }
+
+  /** See `JobStore.saveSteps`; no transactions here (`tx` is refused). */
+  private async saveSteps(ref: JobRef, stepsJson: string, tx?: unknown): Promise<boolean> {
+    this.assertOpen('saveSteps');
+    if (tx !== undefined) {
+      throw new StoreError('[@jobs/core] memory store saveSteps: transactions are not supported');
+    }
+    const stored = this.held(ref);
+    if (!stored) return false;
+    stored.job.steps = readSteps(stepsJson);
+    return true;
+  }
+
+  /** See `StoreWaits.sleep`: back to `timer` with its steps, the attempt not counted. */
+  private async sleepHeld(ref: JobRef, stepsJson: string, delayMs: number): Promise<boolean> {
+    this.assertOpen('sleep');
+    const stored = this.held(ref);
+    if (!stored || stored.job.cancelRequested) return false;
+    const steps = readSteps(stepsJson);
+    const ms = Math.max(0, Math.round(delayMs));
+    const due = this.currentTime().getTime() + ms;
+    this.giveBack([ref], (job) => {
+      job.state = ms > 0 ? 'timer' : 'async';
+      job.dueAt = new Date(due);
+      job.steps = steps;
+    });
+    if (ms === 0) this.notify();
+    return true;
+  }
+
+  /** See `StoreWaits.signal`. */
+  private async signal(name: string, key: string, payloadJson: string): Promise<void> {
+    this.assertOpen('signal');
+    const at = `${name}\u0000${key}`;
+    const list = this.signals.get(at) ?? [];
+    list.push(payloadJson);
+    this.signals.set(at, list);
+    let woke = false;
+    for (const id of this.signalWaiters.get(at) ?? []) {
+      const stored = this.byId(id);
+      if (stored?.job.state !== 'timer') continue;
+      stored.job.state = 'async';
+      stored.job.dueAt = this.currentTime();
+      woke = true;
+    }
+    if (woke) this.notify();
+  }
+
+  /** See `StoreWaits.takeSignal`. */
+  private async takeSignal(
+    ref: JobRef,
+    name: string,
+    key: string,
+    stepsJsonOf: (payloadJson: string | null) => string | null,
+  ): Promise<string | null> {
+    this.assertOpen('takeSignal');
+    const at = `${name}\u0000${key}`;
+    const payload = this.signals.get(at)?.[0] ?? null;
+    const stepsJson = stepsJsonOf(payload);
+    if (stepsJson === null) {
+      if (payload === null) return null;
+      throw new StoreError('[@jobs/core] takeSignal: a taken signal needs a step list to write');
+    }
+    const stored = this.held(ref);
+    if (!stored) throw new LockLostError(ref.id);
+    stored.job.steps = readSteps(stepsJson);
+    if (payload !== null) {
+      const list = this.signals.get(at) as string[];
+      list.shift();
+      if (list.length === 0) this.signals.delete(at);
+    }
+    this.forgetWaits(ref.id);
+    return payload;
+  }
+
+  /** See `StoreWaits.waitSignal`. */
+  private async waitSignal(
+    ref: JobRef,
+    name: string,
+    key: string,
+    stepsJson: string,
+    timeoutMs: number,
+  ): Promise<boolean> {
+    if (!(await this.sleepHeld(ref, stepsJson, timeoutMs))) return false;
+    const at = `${name}\u0000${key}`;
+    const waiters = this.signalWaiters.get(at) ?? new Set<string>();
+    waiters.add(ref.id);
+    this.signalWaiters.set(at, waiters);
+    if ((this.signals.get(at)?.length ?? 0) > 0) {
+      const stored = this.byId(ref.id) as StoredJob;
+      stored.job.state = 'async';
+      stored.job.dueAt = this.currentTime();
+      this.notify();
+    }
+    return true;
+  }
+
+  private forgetWaits(id: string): void {
+    for (const [at, waiters] of this.signalWaiters) {
+      if (waiters.delete(id) && waiters.size === 0) this.signalWaiters.delete(at);
+    }
   }
 
   async recoverExpiredLeases(limit: number): Promise<RecoverResult> {
@@ -368,8 +542,28 @@ export class MemoryJobStore implements JobStore {
       )
       .slice(0, Math.max(0, limit));
     const result: RecoverResult = { requeued: [], deadlettered: [] };
-    for (const { job } of expired) {
-      if (job.retriesLeft > 0) {
+    const released: string[] = [];
+    const cancelled: string[] = [];
+    for (const stored of expired) {
+      const { job } = stored;
+      const end = afterLeaseExpiry(job);
+      if (end === 'cancelled') {
+        // Its owner died before it ended the cancelled job: it ends cancelled, never retried
+        // (how long it ran is not known: no duration).
+        this.remove(stored);
+        this.record(job, 'cancelled', null, null);
+        cancelled.push(job.id);
+        continue;
+      }
+      if (end === 'released') {
+        // Leased but never started (its owner prefetched it, then died): no attempt counted.
+        job.state = 'async';
+        job.attempts -= 1;
+        clearLock(job);
+        released.push(job.id);
+        continue;
+      }
+      if (end === 'requeued') {
         job.state = 'async';
         job.retriesLeft -= 1;
         result.requeued.push(job.id);
@@ -380,7 +574,9 @@ export class MemoryJobStore implements JobStore {
       clearLock(job);
       job.lastError = { message: LEASE_EXPIRED_MESSAGE, stack: null };
     }
-    if (result.requeued.length > 0) this.notify();
+    if (released.length > 0) result.released = released;
+    if (cancelled.length > 0) result.cancelled = cancelled;
+    if (result.requeued.length > 0 || released.length > 0) this.notify();
     return result;
   }
 
@@ -447,12 +643,17 @@ export class MemoryJobStore implements JobStore {
     this.assertOpen('deleteJob');
     const stored = this.byId(id);
     if (!stored) return false;
+    if (stored.job.state === 'running') {
+      // Its handler may still run: a cancel, so its slot stays taken until its owner lets go.
+      stored.job.cancelRequested = true;
+      return true;
+    }
     this.remove(stored);
     if (stored.job.state === 'deadletter') this.record(stored.job, 'deadletter', null, null);
     return true;
   }
 
-  async countJobs(filter: JobFilter, cap = Number.POSITIVE_INFINITY): Promise<number> {
+  private async countJobs(filter: JobFilter, cap = Number.POSITIVE_INFINITY): Promise<number> {
     this.assertOpen('countJobs');
     let count = 0;
     for (const { job } of this.jobs.values()) {
@@ -462,36 +663,63 @@ export class MemoryJobStore implements JobStore {
     return count;
   }
 
-  async retryDeadletterMany(filter: JobFilter, retries: number, limit: number): Promise<number> {
+  private async retryDeadletterMany(
+    filter: JobFilter,
+    retries: number,
+    limit: number,
+  ): Promise<number> {
     this.assertOpen('retryDeadletterMany');
     const ids = this.matchingIds({ ...filter, state: 'deadletter' }, limit);
     for (const id of ids) await this.retryDeadletter(id, retries);
     return ids.length;
   }
 
-  async deleteMany(filter: JobFilter, limit: number): Promise<number> {
+  private async deleteMany(filter: JobFilter, limit: number): Promise<number> {
     this.assertOpen('deleteMany');
-    const ids = this.matchingIds(filter, limit);
+    // Running jobs get a cancel request and are not counted (see `JobStore.deleteMany`).
+    for (const { job } of this.jobs.values()) {
+      if (job.state === 'running' && matchesFilter(job, filter)) job.cancelRequested = true;
+    }
+    const notRunning = (state: JobFilter['state']): JobState[] =>
+      (state === undefined ? JOB_STATES : typeof state === 'string' ? [state] : state).filter(
+        (s) => s !== 'running',
+      );
+    const states = notRunning(filter.state);
+    if (states.length === 0) return 0;
+    const ids = this.matchingIds({ ...filter, state: states }, limit);
     for (const id of ids) await this.deleteJob(id);
     return ids.length;
   }
 
   // ---- history ----
 
-  configureHistory(settings: HistorySettings): void {
+  private configureHistory(settings: HistorySettings): void {
     this.historySettings = { ...settings };
   }
 
-  async getHistory(id: string): Promise<JobHistoryRecord | null> {
+  private async amendHistory(
+    id: string,
+    resultJson: string | null,
+    durationMs: number,
+  ): Promise<boolean> {
+    this.assertOpen('amendHistory');
+    const record = this.finished.get(id);
+    if (!record || record.outcome !== 'completed') return false;
+    record.result = resultJson === null ? null : JSON.parse(resultJson);
+    record.durationMs = durationMs;
+    return true;
+  }
+
+  private async getHistory(id: string): Promise<JobHistoryRecord | null> {
     this.assertOpen('getHistory');
-    const record = this.history.get(id);
+    const record = this.finished.get(id);
     return record ? copyRecord(record) : null;
   }
 
-  async listHistory(request: ListHistoryRequest): Promise<JobHistoryRecord[]> {
+  private async listHistory(request: ListHistoryRequest): Promise<JobHistoryRecord[]> {
     this.assertOpen('listHistory');
     const after = request.after ?? null;
-    return [...this.history.values()]
+    return [...this.finished.values()]
       .filter(
         (r) =>
           (request.type === undefined || r.type === request.type) &&
@@ -505,14 +733,14 @@ export class MemoryJobStore implements JobStore {
       .map(copyRecord);
   }
 
-  async pruneHistory(retentionMs: number, limit: number): Promise<number | null> {
+  private async pruneHistory(retentionMs: number, limit: number): Promise<number | null> {
     this.assertOpen('pruneHistory');
     const cutoff = this.clock.now() - retentionMs;
-    const expired = [...this.history.values()]
+    const expired = [...this.finished.values()]
       .filter((r) => r.finishedAt.getTime() < cutoff)
       .sort((a, b) => -compareNewestFirst(a, b))
       .slice(0, Math.max(0, limit));
-    for (const record of expired) this.history.delete(record.id);
+    for (const record of expired) this.finished.delete(record.id);
     return expired.length;
   }
 
@@ -555,7 +783,7 @@ export class MemoryJobStore implements JobStore {
     );
   }
 
-  async overdueTypes(request: {
+  private async overdueTypes(request: {
     excludeTypes: readonly string[];
     dueBefore: Date;
     limit: number;
@@ -578,7 +806,7 @@ export class MemoryJobStore implements JobStore {
       .slice(0, request.limit);
   }
 
-  async queueStats(options: { newest?: number } = {}): Promise<QueueStatsRow[]> {
+  private async queueStats(options: { newest?: number } = {}): Promise<QueueStatsRow[]> {
     this.assertOpen('queueStats');
     const now = this.currentTime().getTime();
     const groups = new Map<string, QueueStatsRow>();
@@ -696,6 +924,8 @@ export class MemoryJobStore implements JobStore {
     const record = this.schedules.get(fire.name);
     if (!record || record.version !== fire.version) return { status: 'conflict', jobs: [] };
     const now = this.currentTime();
+    // Not due yet on this store's clock: a runner whose clock runs ahead never fires early.
+    if (fire.dueAt && fire.dueAt.getTime() > now.getTime()) return { status: 'conflict', jobs: [] };
     let status: ScheduleFireResult['status'] = 'fired';
     let jobs: Job[] = [];
     const busy =
@@ -767,13 +997,20 @@ export class MemoryJobStore implements JobStore {
   ): void {
     if (!keepsOutcome(this.historySettings.keep, outcome)) return;
     const finished = toHistoryRecord(job, outcome, this.currentTime(), resultJson, durationMs);
-    this.history.set(job.id, finished);
+    this.finished.set(job.id, finished);
   }
 
   private remove(stored: StoredJob): void {
     this.jobs.delete(stored.seq);
     const key = stored.job.key;
     if (key !== null && this.keys.get(key) === stored.seq) this.keys.delete(key);
+    // A change queued while it ran is enqueued now that it is gone.
+    const followup = key === null ? undefined : this.followups.get(key);
+    if (followup && followup.holder === stored.seq) {
+      this.followups.delete(key as string);
+      this.insertJobs([followup.job], this.currentTime());
+      this.notify();
+    }
   }
 
   private insertJobs(jobs: readonly NewJob[], now: Date): EnqueueResult[] {
@@ -786,12 +1023,32 @@ export class MemoryJobStore implements JobStore {
         if (existing) {
           const mode = input.keyMode ?? 'keep';
           const held = existing.job;
+          if (mode !== 'keep' && held.state === 'running') {
+            // Its handler has the payload already: the change runs after it (a follow-up).
+            const earlier = this.followups.get(input.key);
+            let dueMs = due.getTime();
+            if (mode === 'debounce' && earlier?.job.dueAt) {
+              dueMs = Math.max(dueMs, earlier.job.dueAt.getTime());
+            }
+            this.followups.set(input.key, {
+              holder: existing.seq,
+              job: {
+                ...input,
+                payload: cloneJson(input.payload),
+                dueAt: new Date(dueMs),
+                delayMs: 0,
+              },
+            });
+            return { job: copyJob(held), created: false };
+          }
           // `replace`/`debounce` change only a waiting holder (see `NewJob.keyMode`).
           if (mode !== 'keep' && WAITING.has(held.state)) {
+            // It carries the latest change now: a follow-up queued while it ran is moot.
+            this.followups.delete(input.key);
             held.payload = cloneJson(input.payload);
             if (mode === 'replace' || held.dueAt.getTime() < due.getTime()) {
               held.dueAt = due;
-              held.state = due.getTime() > nowMs ? 'timer' : 'async';
+              held.state = initialState(due, now);
             }
           }
           return { job: copyJob(held), created: false };
@@ -803,7 +1060,7 @@ export class MemoryJobStore implements JobStore {
         id: String(seq),
         type: input.type,
         payload: cloneJson(input.payload),
-        state: due.getTime() > nowMs ? 'timer' : 'async',
+        state: initialState(due, now),
         priority: input.priority,
         dueAt: due,
         retriesLeft: input.retries,
@@ -827,6 +1084,10 @@ export class MemoryJobStore implements JobStore {
         meta: input.meta ? { ...input.meta } : null,
         progress: null,
         cancelRequested: false,
+        startedAt: null,
+        logs: [],
+        steps: [],
+        timeoutMs: input.timeoutMs ?? null,
       };
       this.jobs.set(seq, { seq, job });
       if (input.key !== null) this.keys.set(input.key, seq);
@@ -843,23 +1104,20 @@ export class MemoryJobStore implements JobStore {
   }
 }
 
-function compareAcquisitionOrder(a: StoredJob, b: StoredJob): number {
-  return (
-    b.job.priority - a.job.priority ||
-    a.job.dueAt.getTime() - b.job.dueAt.getTime() ||
-    a.seq - b.seq
-  );
+/** The acquisition order of `rules/order.ts` (the job's id is its `seq` as a decimal). */
+function compareStored(a: StoredJob, b: StoredJob): number {
+  return compareAcquisitionOrder(a.job, b.job);
 }
 
 /** Inserts `item` into `sorted` (acquisition order), keeping at most `limit` items. */
 function insertBounded(sorted: StoredJob[], item: StoredJob, limit: number): void {
   const last = sorted[sorted.length - 1];
-  if (sorted.length >= limit && last && compareAcquisitionOrder(item, last) >= 0) return;
+  if (sorted.length >= limit && last && compareStored(item, last) >= 0) return;
   let lo = 0;
   let hi = sorted.length;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
-    if (compareAcquisitionOrder(sorted[mid] as StoredJob, item) <= 0) lo = mid + 1;
+    if (compareStored(sorted[mid] as StoredJob, item) <= 0) lo = mid + 1;
     else hi = mid;
   }
   sorted.splice(lo, 0, item);
@@ -911,6 +1169,7 @@ function clearLock(job: Job): void {
   job.lockOwner = null;
   job.lockExpiresAt = null;
   job.lockToken = null;
+  job.startedAt = null;
 }
 
 /** Stores JSON as a SQL store would: what JSON cannot carry is lost here too. */
@@ -931,6 +1190,17 @@ function copyJob(job: Job): Job {
     lastError: job.lastError ? { ...job.lastError } : null,
     createdAt: new Date(job.createdAt),
     lockExpiresAt: job.lockExpiresAt ? new Date(job.lockExpiresAt) : null,
+    startedAt: job.startedAt ? new Date(job.startedAt) : null,
+    logs: job.logs
+      ? job.logs.map((line) => ({ at: new Date(line.at), message: line.message }))
+      : [],
+    steps: job.steps
+      ? job.steps.map((step) => ({
+          ...step,
+          at: new Date(step.at),
+          result: step.result === null ? null : structuredClone(step.result),
+        }))
+      : [],
     retryPolicy: job.retryPolicy ? { ...job.retryPolicy } : null,
     occurrence: job.occurrence ? new Date(job.occurrence) : null,
     shard: job.shard ? { ...job.shard } : null,
@@ -953,4 +1223,9 @@ function copySchedule(record: ScheduleRecord): ScheduleRecord {
     createdAt: new Date(record.createdAt),
     updatedAt: new Date(record.updatedAt),
   };
+}
+
+/** A settle's answer: `cancelRequested` only when some were refused for a cancel request. */
+function settleResult(lost: string[], cancelRequested: string[]): SettleResult {
+  return cancelRequested.length > 0 ? { lost, cancelRequested } : { lost };
 }

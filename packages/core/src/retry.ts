@@ -22,6 +22,10 @@ export const DEFAULT_RETRY_POLICY: RetryPolicy = {
 /** Default failed attempts allowed before deadletter, like Flowable. */
 export const DEFAULT_RETRIES = 3;
 
+/** Most failed attempts a job (or a schedule's, or a handler's, or a retry cycle's) allows. */
+export const MAX_RETRIES = 1000;
+
+/** Longest wait before a retry, whatever the policy: a year. */
 const MAX_DELAY_MS = 365 * 24 * 3600 * 1000;
 
 /**
@@ -34,6 +38,20 @@ export function parseRetryPolicy(
 ): { policy: RetryPolicy; retries: number | null } {
   if (typeof spec === 'string') {
     const repeat = parseRepeat(spec, field);
+    // The retry times and count are checked as the other policies' are: a backoff of
+    // centuries would be a due time no store can hold when the job fails.
+    if (durationToMs(repeat.duration) > MAX_DELAY_MS) {
+      throw new ValidationError(
+        field,
+        `the interval of ${JSON.stringify(spec)} is longer than a year (P365D), the longest wait before a retry`,
+      );
+    }
+    if (repeat.repetitions !== null && repeat.repetitions > MAX_RETRIES) {
+      throw new ValidationError(
+        field,
+        `${JSON.stringify(spec)} allows ${repeat.repetitions} retries; at most ${MAX_RETRIES}`,
+      );
+    }
     return { policy: { kind: 'cycle', cycle: spec }, retries: repeat.repetitions };
   }
   if (spec === null || typeof spec !== 'object') {

@@ -1,8 +1,9 @@
 /**
- * What every store writes the same way: checking its constructor options, and the listeners its
- * `subscribe` wakes.
+ * What every store writes the same way: checking its constructor options (and the identifiers
+ * it puts in SQL), the listeners its `subscribe` wakes, and reading a job's stored log.
  */
 import { ValidationError } from './errors.js';
+import type { JobLogLine, JobStep } from './store.js';
 
 /**
  * Throws a `ValidationError` naming the first key of `options` that is not in `known`, so a typo
@@ -96,4 +97,72 @@ export class StoreSubscribers {
   clear(): void {
     this.listeners.clear();
   }
+}
+
+/** A job's log as stored (JSON `[{ at: epoch ms, message }]`, text or parsed) as `JobLogLine`s. */
+export function readLogs(value: unknown): JobLogLine[] {
+  const lines =
+    typeof value === 'string'
+      ? JSON.parse(value)
+      : Buffer.isBuffer(value)
+        ? JSON.parse(value.toString('utf8'))
+        : value;
+  if (!Array.isArray(lines)) return [];
+  return lines.map((line: { at: number; message: string }) => ({
+    at: new Date(line.at),
+    message: String(line.message),
+  }));
+}
+
+/**
+ * Checks a table prefix or schema name: letters, digits and `_`, starting with a letter or `_`,
+ * at most `max` characters. Identifiers are interpolated into SQL, so nothing else gets in.
+ */
+export function assertIdentifier(
+  value: string,
+  field: string,
+  options: { allowEmpty?: boolean; max?: number } = {},
+): string {
+  const max = options.max ?? 48;
+  if (value === '' && options.allowEmpty) return value;
+  if (typeof value !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(value) || value.length > max) {
+    throw new ValidationError(
+      field,
+      `must be an identifier of letters, digits and _ (not starting with a digit, at most ${max} characters), got ${JSON.stringify(value)}`,
+    );
+  }
+  return value;
+}
+
+/**
+ * A job's step list as stored (JSON `[{ name, result, at: epoch ms, durationMs }]`, text or
+ * parsed) as `JobStep`s; empty when none.
+ */
+export function readSteps(value: unknown): JobStep[] {
+  if (value === null || value === undefined) return [];
+  const steps =
+    typeof value === 'string'
+      ? JSON.parse(value)
+      : Buffer.isBuffer(value)
+        ? JSON.parse(value.toString('utf8'))
+        : value;
+  if (!Array.isArray(steps)) return [];
+  return steps.map((step: { name: string; result: unknown; at: number; durationMs: number }) => ({
+    name: String(step.name),
+    result: step.result === undefined ? null : step.result,
+    at: new Date(step.at),
+    durationMs: Number(step.durationMs) || 0,
+  }));
+}
+
+/** `Job.steps` as stored (`saveSteps`' `stepsJson`). */
+export function stepsJson(steps: readonly JobStep[]): string {
+  return JSON.stringify(
+    steps.map((step) => ({
+      name: step.name,
+      result: step.result,
+      at: step.at.getTime(),
+      durationMs: step.durationMs,
+    })),
+  );
 }

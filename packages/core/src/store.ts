@@ -10,10 +10,10 @@
  *   operator), `suspended` (parked by an operator; remembers the state it came from),
  *   `blocked` (a limited job that is due but waits for a slot of its full scope: kept out of
  *   the acquisition walk and let in, in acquisition order, as slots free up; only on stores
- *   with `rebalanceScopes`).
+ *   with `capabilities.blockedSet`).
  *   A finished job leaves the live table. A store may acquire a due `timer` job straight into
  *   `running`.
- * - **history**: finished jobs kept, when the engine asks for it (`configureHistory`), in a
+ * - **history**: finished jobs kept, when the engine asks for it (`history.configure`), in a
  *   table of their own: outcome (`completed`, `deadletter` = deleted from the dead-letter area,
  *   `cancelled`), result, last error, attempts, duration, owner, finish time. A record is
  *   written in the same statement or transaction that finishes the job, and pruned after the
@@ -38,22 +38,30 @@
  *
  * Order of acquisition: priority descending, then due time ascending, then insertion order.
  *
- * Where things live: the engine is split by concern under `engine/` — `engine.ts` (the
- * `JobEngine` facade), `options.ts`, `enqueue.ts` (client side), `acquisition-loop.ts`,
- * `held-jobs.ts` (leased jobs: the prefetch buffer, executing, settling), `dispatch.ts`
- * (handlers and their `ctx`), `settlement.ts` (batched complete/fail/release, uncertain
- * settles), `lease-renewal.ts` (heartbeat and local lease deadline), `maintenance.ts` (clock
- * sync, expired-lease recovery), `timer-firing.ts` (schedule firing, the `timer-fired` event),
- * `shutdown.ts`. The retry decision (retry or deadletter, and the backoff) is in `retry.ts`.
- * The scope-limit rule (exclusive = a limit of 1) is a store's: `sql/scope-rule.ts` for SQL
- * stores, `acquire` in `memory-store.ts`; the engine only checks the options (`validate.ts`).
- * Rate limits: the window rule is `rate-window.ts` (kept per key by the store's
- * `takeRateTokens`), the engine's side `engine/rate-limits.ts`.
- * The SQL stores share `sql/` (`@jobs/core/sql`): `sql-store.ts` (`SqlJobStore`, this contract
- * over a `Dialect` and an `Executor`), `operations/` (enqueue, acquire, settle, recover, admin,
- * schedules), `dialects/` (PostgreSQL, MySQL/MariaDB, SQLite), `rows.ts` (the one column list)
- * and `migrate.ts` (the one migration loader, numbered `.sql` files in `migrations/`).
+ * Where things live: the one map of the code is CONTRIBUTING.md's "Layout" (checked by
+ * `pnpm check:docs`): the engine by concern under `engine/`, the pure rules every store shares
+ * under `rules/`, the SQL stores' shared core under `sql/` (`@jobs/core/sql`).
+ *
+ * What a store must write, and what it may: `JobStore` below has three sections.
+ * - **Required**: every store writes these (lifecycle, the hot path, admin, schedules).
+ * - **Optional fast paths and hooks** (`completeAndAcquire`, `completeInTransaction`,
+ *   `subscribe`, `reserveConnections`, `verifySchema`): flat optional methods; the engine uses
+ *   each one when present and does the same work without it.
+ * - **Optional abilities** (`cancellation`, `rateLimits`, `history`, `bulk`, `views`, `steps`,
+ *   `waits`):
+ *   each a named object of its own interface (`StoreCancellation`, …). A store has the whole
+ *   ability or leaves the member out; its presence is the only flag. `StoreCapabilities` holds
+ *   only behaviours of required members (`transactionalEnqueue`, `scopeLimits`, `progress`, …).
+ *
+ * How to add an ability: write an interface `Store<Name>` in this file with a doc line on every
+ * member (all required inside it, except a transactional `…InTransaction` variant, which only
+ * stores with transactions of their own can offer); add `readonly <name>?: Store<Name>` to
+ * `JobStore` and the name to `StoreAbility`/`STORE_ABILITIES`; implement it in `MemoryJobStore`
+ * (the reference) and in `SqlJobStore` as an object delegating to its methods; add a conformance
+ * group that skips with a reason when `store.<name>` is absent. The engine and the admin API
+ * read `store.<name>` and never probe single methods.
  */
+import { JobsError } from './errors.js';
 export type JobState = 'timer' | 'async' | 'blocked' | 'running' | 'deadletter' | 'suspended';
 
 export const JOB_STATES: readonly JobState[] = [
@@ -121,6 +129,13 @@ export interface Job<P = unknown> {
   lockExpiresAt: Date | null;
   /** Fencing token of the current lease; null when not running. */
   lockToken: string | null;
+  /**
+   * When the handler of the current lease started, on the store's clock: null while the job is
+   * leased but not started (prefetched by its owner), and whenever it is not running. A lease
+   * that lapses before its handler started costs no attempt (see `recoverExpiredLeases`).
+   * Absent on stores without `capabilities.startMarks`.
+   */
+  startedAt?: Date | null;
   /** Retry policy given for this job; null means the engine's policy for its type. */
   retryPolicy: RetryPolicy | null;
   /** For a suspended job, the state it returns to on activate. */
@@ -142,8 +157,28 @@ export interface Job<P = unknown> {
    */
   progress?: unknown;
   /**
+   * Lines its handlers wrote with `ctx.log(message)`, oldest first, across its runs: at most
+   * `MAX_LOG_LINES` (the oldest go first), each at most `MAX_LOG_LINE_CHARS`. Written with lease
+   * renewals and before the job settles, kept in history. Absent on stores without
+   * `capabilities.logs`.
+   */
+  logs?: JobLogLine[];
+  /**
+   * The durable steps its handlers completed (`ctx.step`), in the order they completed, across
+   * its runs: a step named here never runs again for this job, its `result` is returned
+   * instead. Written by `steps.save` under the lease's token, kept in history. Absent on stores
+   * without the `steps` ability.
+   */
+  steps?: JobStep[];
+  /**
+   * This job's own time limit, in ms (`EnqueueJobOptions.timeoutMs`): a run that takes longer
+   * is aborted and fails with a `JobTimeoutError`. Null: its type's limit, if any. Absent on
+   * stores without `capabilities.timeLimits` (they keep no per-job limit).
+   */
+  timeoutMs?: number | null;
+  /**
    * An operator asked to cancel this running job (`admin.cancel`); its owner learns it from its
-   * next lease renewal. Absent on stores without `capabilities.cancellation`.
+   * next lease renewal. Absent on stores without the `cancellation` ability.
    */
   cancelRequested?: boolean;
 }
@@ -170,9 +205,13 @@ export interface NewJob {
   /**
    * What a key held by an unfinished job does (absent: `keep`): `keep` returns the holder;
    * `replace` gives a *waiting* holder (`timer`/`async`) this job's payload and due time;
-   * `debounce` gives it this payload and the later of the two due times. A running (or
-   * suspended, dead-letter) holder is returned unchanged. Concurrent enqueuers queue on the
-   * holder (the last one wins); a holder created by a transaction this one cannot see is
+   * `debounce` gives it this payload and the later of the two due times. A *running* holder is
+   * returned unchanged, and a `replace`/`debounce` change becomes its follow-up: one per key
+   * (the latest change wins; `debounce` keeps the later due time), enqueued as a job of its own
+   * once the holder has finished (completed or cancelled; the settle's store enqueues it, else
+   * the next `recoverExpiredLeases`) — dropped when the holder waits again and takes a change
+   * itself. A suspended or dead-letter holder is returned unchanged. Concurrent enqueuers queue
+   * on the holder (the last one wins); a holder created by a transaction this one cannot see is
    * returned unchanged (this enqueue counts as the earlier). Only with `capabilities.keyModes`.
    */
   keyMode?: KeyMode;
@@ -187,6 +226,8 @@ export interface NewJob {
    * none. Optional, so stores and tests written before it still type-check.
    */
   meta?: Record<string, string> | null;
+  /** The job's own time limit (`Job.timeoutMs`); absent or null for none. */
+  timeoutMs?: number | null;
 }
 
 /** What enqueuing a key that an unfinished job holds does (see `NewJob.keyMode`). */
@@ -203,8 +244,8 @@ export interface JobRef {
   id: string;
   token: string;
   /**
-   * The job's scope when it is limited (exclusive or `scopeLimit`): a store with
-   * `rebalanceScopes` lets the next blocked job of that scope in once the settle freed a slot.
+   * The job's scope when it is limited (exclusive or `scopeLimit`): a store with a blocked set
+   * lets the next blocked job of that scope in once the settle freed a slot.
    * Absent for other jobs; a store without blocked sets ignores it.
    */
   scope?: string;
@@ -219,6 +260,22 @@ export function refOf(job: Job): JobRef {
   const scope = limitedScopeOf(job);
   if (scope !== undefined) ref.scope = scope;
   return ref;
+}
+
+/** The store can cancel (it has the `cancellation` ability). */
+export function canCancel(store: JobStore): boolean {
+  return store.cancellation !== undefined;
+}
+
+/** The store's `cancellation` ability; throws a clear error when it has none. */
+export function assertCanCancel(store: JobStore, where: string): StoreCancellation {
+  if (store.cancellation === undefined) {
+    throw new JobsError(
+      'STORE',
+      `[@jobs/core] ${where}: the ${store.name} store cannot cancel jobs (it has no \`cancellation\`)`,
+    );
+  }
+  return store.cancellation;
 }
 
 /** The scope of a limited job (exclusive or `scopeLimit`); undefined for any other. */
@@ -262,7 +319,7 @@ export const HISTORY_OUTCOMES: readonly HistoryOutcome[] = [
  */
 export type HistoryKeep = 'all' | 'failed' | 'none';
 
-/** What a store's history keeps, as the engine configured it (`JobStore.configureHistory`). */
+/** What a store's history keeps, as the engine configured it (`JobStore.history.configure`). */
 export interface HistorySettings {
   keep: HistoryKeep;
   /** Records older than this (by `finishedAt`, on the store's clock) are pruned. */
@@ -317,9 +374,24 @@ export interface AcquireRequest {
   queues: readonly string[] | null;
   /** Only these tenants; null for all (including jobs without tenant). */
   tenants: readonly string[] | null;
+  /**
+   * With `capabilities.startMarks`: how many of the leased jobs, the first in acquisition
+   * order, start at once — they come back with `startedAt` set, recorded in the same statement.
+   * The others are leased but not started (prefetched); the owner records each one's start
+   * with a renewal (`LeaseRenewalRef.start`) before its handler starts. Absent: all of them.
+   */
+  start?: number;
+  /**
+   * With `start`: beyond the first `start` jobs, up to this many of the following ones are
+   * recorded as started too — but only those with retries left (`retriesLeft > 0`). An owner
+   * whose handlers finish faster than a round trip asks for it, so its slots never wait for a
+   * renewal; a job without retries left is never recorded ahead of its start (a crash must not
+   * dead-letter a job that never ran). Absent: 0.
+   */
+  startAhead?: number;
 }
 
-/** Starts asked of one rate-limit window (`JobStore.takeRateTokens`). */
+/** Starts asked of one rate-limit window (`JobStore.rateLimits.takeRateTokens`). */
 export interface RateTokenRequest {
   /** The window's key: the job type, or `type|key` for a keyed limit. At most 255 characters. */
   key: string;
@@ -350,9 +422,19 @@ export interface JobFailure extends JobRef {
   retryDelayMs: number;
 }
 
-/** What a batch of writes by a holder did: ids whose token was stale are in `lost`. */
+/**
+ * What a batch of writes by a holder did, and why a write was refused: every refused id is in
+ * exactly one of the two lists; an id in neither was written.
+ */
 export interface SettleResult {
+  /** Ids not held with that token (a stale token, a recovered lease, a malformed or gone id). */
   lost: string[];
+  /**
+   * Ids still held with that token but refused because an operator asked to cancel the job
+   * (`complete` and `fail` leave such a job to its owner, who ends it with
+   * `cancellation.cancelHeld`). Only on stores with `cancellation`; absent when there are none.
+   */
+  cancelRequested?: string[];
 }
 
 /**
@@ -362,16 +444,60 @@ export interface SettleResult {
 export interface LeaseRenewalRef extends JobRef {
   /** JSON text of at most `MAX_PROGRESS_BYTES`; absent or null: progress unchanged. */
   progressJson?: string | null;
+  /**
+   * With `capabilities.logs`: the job's whole log (`Job.logs`) as JSON text of
+   * `[{ at: epoch ms, message }]`, replacing the stored one; absent or null: unchanged.
+   */
+  logsJson?: string | null;
+  /**
+   * With `capabilities.startMarks`: `true` records that this job's handler starts now
+   * (`startedAt`, unless already set) — the owner starts the handler only after the renewal
+   * answered, so a crash before that costs the job no attempt; `false` takes back a start
+   * recorded ahead of time (`startAhead`) whose handler did not start soon after all (the job is
+   * leased and not started again); absent: unchanged.
+   */
+  start?: boolean;
 }
 
 /** What a renewal did: lost leases, and the renewed jobs an operator asked to cancel. */
-export interface RenewResult extends SettleResult {
+export interface RenewResult {
+  /** Ids not held with that token: their leases were not renewed. */
+  lost: string[];
   /** Ids (renewed, not lost) with a cancel request; absent when there are none. */
   cancelRequested?: string[];
 }
 
 /** Largest progress value a store keeps, in bytes of JSON (UTF-8). */
 export const MAX_PROGRESS_BYTES = 8 * 1024;
+
+/** A line a handler wrote with `ctx.log` (`Job.logs`). */
+export interface JobLogLine {
+  /** When it was written (the engine's clock, kept in step with the store's). */
+  at: Date;
+  message: string;
+}
+
+/**
+ * A completed durable step (`ctx.step`, `Job.steps`): its key (the name given, `name#2`,
+ * `name#3`… for the same name again in one run), its result (JSON), when it completed (the
+ * engine's clock) and how long its function ran.
+ */
+export interface JobStep {
+  name: string;
+  result: unknown;
+  at: Date;
+  durationMs: number;
+}
+
+/** Largest result one step keeps, in bytes of JSON (UTF-8); a larger one is refused. */
+export const MAX_STEP_RESULT_BYTES = 64 * 1024;
+/** Largest step list one job keeps (`Job.steps` as JSON, UTF-8 bytes); a step beyond it is refused. */
+export const MAX_STEPS_BYTES = 1024 * 1024;
+
+/** Lines a job's log keeps (`Job.logs`): the newest; older ones are dropped. */
+export const MAX_LOG_LINES = 100;
+/** Characters a log line keeps; a longer one is cut, ending in `…`. */
+export const MAX_LOG_LINE_CHARS = 1_000;
 
 /**
  * What `JobStore.cancel` did: `cancelled` (a waiting, suspended or dead-letter job was deleted,
@@ -382,10 +508,23 @@ export const MAX_PROGRESS_BYTES = 8 * 1024;
 export type CancelOutcome = 'cancelled' | 'requested' | 'finished' | 'not-found';
 
 export interface RecoverResult {
-  /** Jobs whose lease expired, made acquirable again (an attempt counted). */
+  /** Jobs whose lease expired after their handler started, made acquirable again (an attempt counted). */
   requeued: string[];
-  /** Jobs whose lease expired with no retries left, moved to the dead-letter area. */
+  /**
+   * Jobs whose lease expired after their handler started, with no retries left, moved to the
+   * dead-letter area.
+   */
   deadlettered: string[];
+  /**
+   * Jobs whose lease expired before their handler started (prefetched by an owner that died or
+   * stalled): acquirable again, no attempt counted (`capabilities.startMarks`). Absent: none.
+   */
+  released?: string[];
+  /**
+   * Jobs with a cancel request whose lease expired (their owner died before it ended them):
+   * deleted as cancelled, with a history record of outcome `cancelled`. Absent: none.
+   */
+  cancelled?: string[];
 }
 
 /** Selects jobs for admin operations. All given fields must match. */
@@ -398,7 +537,7 @@ export interface JobFilter {
   schedule?: string;
   /**
    * The job holding this unique key. Optional for stores (a store may ignore it), so only
-   * `listJobs`/`countJobs` callers that check the result use it; bulk writes never take it.
+   * `listJobs`/`bulk.countJobs` callers that check the result use it; bulk writes never take it.
    */
   key?: string;
 }
@@ -421,7 +560,7 @@ export interface StatsRow {
   count: number;
 }
 
-/** Jobs of one queue, type and state, for operators and queue-depth metrics (`JobStore.queueStats`). */
+/** Jobs of one queue, type and state, for operators and queue-depth metrics (`JobStore.views.queueStats`). */
 export interface QueueStatsRow {
   queue: string;
   type: string;
@@ -433,7 +572,7 @@ export interface QueueStatsRow {
   oldestDueAt: Date;
 }
 
-/** Due waiting jobs of one type, for "nobody runs these" warnings (`JobStore.overdueTypes`). */
+/** Due waiting jobs of one type, for "nobody runs these" warnings (`JobStore.views.overdueTypes`). */
 export interface OverdueType {
   type: string;
   count: number;
@@ -486,21 +625,45 @@ export interface ScheduleFire {
   jobs: NewJob[];
   /** Added to `fired` when jobs are created. */
   occurrences: number;
+  /**
+   * The latest occurrence fired: the store fires only when it is due on the store's clock
+   * (`dueAt <= now`), checked with `version`; before then nothing changes and the answer is
+   * `conflict`. So a runner whose clock runs ahead never fires early. Absent: not checked.
+   */
+  dueAt?: Date;
 }
 
 export type ScheduleFireStatus = 'fired' | 'skipped' | 'coalesced' | 'conflict';
+
+/** A store's answer to `reserveConnections`. */
+export interface ConnectionReservation {
+  /** Connections its pool opens at most, after growing to fit where it could; null: unknown. */
+  poolSize: number | null;
+  /** Connections needed at once: every reservation held plus the store's own calls on the pool. */
+  needed: number;
+  /** What sets the pool's size, for messages: `max`, `connectionLimit`, the DataSource's `poolSize`. */
+  sizeOption: string;
+  /** Gives the reservation back (the engine stopped); a grown default pool fits the rest. */
+  release(): void;
+}
 
 export interface ScheduleFireResult {
   status: ScheduleFireStatus;
   jobs: Job[];
 }
 
-/** What differs between databases. The engine and the conformance suite read these. */
+/**
+ * Behaviours that differ between stores: each flag says how a required member behaves, never
+ * whether a member exists (an ability's presence says that, see `JobStore`). The engine and the
+ * conformance suite read these.
+ */
 export interface StoreCapabilities {
-  /** `subscribe` delivers wake-ups when another connection or process enqueues. */
+  /**
+   * `subscribe` delivers wake-ups when another connection or process enqueues. A flag beside
+   * the method because it depends on how the store was opened (PostgreSQL behind a
+   * transaction pooler without a listen URL hears nothing), not only on the store's class.
+   */
   notifications: boolean;
-  /** Acquisition skips rows other acquirers hold instead of waiting (`SKIP LOCKED`). */
-  skipLocked: boolean;
   /** `enqueue(jobs, { tx })` joins the caller's open transaction. */
   transactionalEnqueue: boolean;
   /** Several processes may open the same store at once. */
@@ -520,19 +683,35 @@ export interface StoreCapabilities {
   scopeLimits?: boolean;
   /** `NewJob.keyMode` `replace` and `debounce` are kept; absent or false: only `keep`. */
   keyModes?: boolean;
-  /** `takeRateTokens` and `deferJobs` exist: rate limits are kept in the store. */
-  rateLimits?: boolean;
   /**
-   * `cancel` and `cancelHeld` exist, `renewLeases` answers `cancelRequested`, and `complete`
-   * / `fail` leave a cancel-requested job alone (reported lost, so its owner cancels it).
-   * Absent or false: `admin.cancel` says the store cannot cancel.
+   * Due waiting limited jobs of a full scope beyond a short queue are kept in state `blocked`,
+   * out of the acquisition walk, and let back in, in acquisition order, as settles free their
+   * scope's slots (the SQL stores). Absent or false: no job is ever `blocked`.
    */
-  cancellation?: boolean;
+  blockedSet?: boolean;
   /**
    * `renewLeases` writes `progressJson`, and jobs (and history records) carry `progress`.
    * Absent or false: `ctx.progress` keeps the value in the engine's memory only.
    */
   progress?: boolean;
+  /**
+   * `renewLeases` writes `logsJson`, and jobs and history records carry `logs`. Absent or false:
+   * `ctx.log` lines reach only the engine's logger.
+   */
+  logs?: boolean;
+  /**
+   * Jobs keep their own time limit (`NewJob.timeoutMs`, `Job.timeoutMs`). Absent or false: only
+   * per-type limits apply, and `enqueue` refuses a per-job one.
+   */
+  timeLimits?: boolean;
+  /**
+   * The store knows a job *acquired* from one *executing* (seed 000's lesson, DESIGN invariant
+   * 4): `AcquireRequest.start`/`startAhead` and `LeaseRenewalRef.start` record when a handler
+   * starts (`Job.startedAt`), and `recoverExpiredLeases` gives a job whose handler never
+   * started back without counting an attempt. Absent or false: every acquired job counts as
+   * started, and a crash charges prefetched jobs an attempt.
+   */
+  startMarks?: boolean;
   /**
    * The batch an engine's default adaptive prefetch grows to on this store
    * (`concurrency + maxPrefetch`, see `EngineOptions.maxPrefetch`). Absent: 1,000. A store whose
@@ -541,18 +720,254 @@ export interface StoreCapabilities {
   batchLimit?: number;
 }
 
+/**
+ * Ability `cancellation` (`admin.cancel`, `ctx.signal` on a cancel request). A store that has it
+ * also flags cancel requests in `Job.cancelRequested`, answers them from `renewLeases`
+ * (`RenewResult.cancelRequested`), and refuses `complete`/`fail`/`release`/`deferJobs` of a
+ * cancel-requested job with `SettleResult.cancelRequested`, so its owner cancels it instead.
+ */
+export interface StoreCancellation {
+  /**
+   * Cancels job `id`. A job that is not running is deleted at once, with a history record of
+   * outcome `cancelled` (while history keeps `all` or `failed`); a running one is flagged
+   * `cancelRequested` for its owner. See `CancelOutcome`.
+   */
+  cancel(id: string): Promise<CancelOutcome>;
+  /**
+   * Deletes running jobs held with these tokens as cancelled (history outcome `cancelled`, with
+   * `durationMs`), never to be retried. Fenced like `complete`: a stale token changes nothing
+   * and is reported lost.
+   */
+  cancelHeld(jobs: readonly JobCompletion[]): Promise<SettleResult>;
+}
+
+/** Ability `rateLimits`: rate-limit windows kept in the store (`EngineOptions.rateLimits`). */
+export interface StoreRateLimits {
+  /**
+   * Takes starts from fixed windows kept in the store, one per key, atomically across
+   * connections and processes: a window starts at the first take after the previous one ended,
+   * and grants at most `max` starts in all. Results in input order.
+   */
+  takeRateTokens(requests: readonly RateTokenRequest[]): Promise<RateTokenGrant[]>;
+  /**
+   * Gives held jobs back unstarted, due `delayMs` from the store's now (`timer`, or `async` for
+   * 0), the attempt not counted — for jobs over a rate limit. Fenced like `release`.
+   */
+  deferJobs(jobs: readonly JobRef[], delayMs: number): Promise<SettleResult>;
+}
+
+/**
+ * Ability `history`: finished jobs kept in a table of their own (see the glossary). A store
+ * without it keeps no history, and `admin.getHistory`/`listHistory` say so.
+ */
+export interface StoreHistory {
+  /**
+   * Tells the store which finished jobs to keep (the engine calls it on construction; the
+   * last call wins, so engines sharing a store should agree). Until called, a store keeps none.
+   */
+  configure(settings: HistorySettings): void;
+  /** The history record of job `id`, or null. */
+  get(id: string): Promise<JobHistoryRecord | null>;
+  /** History records matching the filter, newest first (`finishedAt`, then id), keyset-paged. */
+  list(request: ListHistoryRequest): Promise<JobHistoryRecord[]>;
+  /**
+   * Gives the `completed` history record of job `id` — written by `completeInTransaction`
+   * while its handler still ran — what the handler finally returned (`resultJson`, as
+   * `JobCompletion.resultJson`) and how long it ran. False when there is no such record (history
+   * keeps no completed jobs, or it was pruned). Called only after `completeInTransaction`: a
+   * store without that fast path may answer false.
+   */
+  amend(id: string, resultJson: string | null, durationMs: number): Promise<boolean>;
+  /**
+   * Deletes at most `limit` records that finished more than `retentionMs` ago on the store's
+   * clock, oldest first, in one short transaction; returns how many, or null when another
+   * process is pruning right now (one node prunes at a time).
+   */
+  prune(retentionMs: number, limit: number): Promise<number | null>;
+}
+
+/**
+ * Ability `bulk`: operator actions over a filter (the admin API's `retryDeadletterMany`,
+ * `deleteMany`, dry-run counts). Without it the admin API pages through `listJobs` instead.
+ */
+export interface StoreBulk {
+  /**
+   * How many jobs match the filter (bulk dry runs). With `cap`, counts at most `cap` (a page
+   * header's "10,000+" without counting a million rows); a store may ignore `cap`.
+   */
+  countJobs(filter: JobFilter, cap?: number): Promise<number>;
+  /**
+   * Moves at most `limit` dead-letter jobs matching the filter (its `state` is ignored) to
+   * `async` with `retries` fresh retries, as `retryDeadletter` does; returns how many. The
+   * engine calls it in batches until fewer than `limit` come back.
+   */
+  retryDeadletterMany(filter: JobFilter, retries: number, limit: number): Promise<number>;
+  /**
+   * Deletes at most `limit` jobs matching the filter, as `deleteJob` does (history records for
+   * dead-letter jobs included); returns how many. Matching *running* jobs are not deleted and
+   * not counted: each gets a cancel request (as `cancel` gives it), so a caller that repeats
+   * the call until fewer than `limit` come back never loops on them.
+   */
+  deleteMany(filter: JobFilter, limit: number): Promise<number>;
+}
+
+/**
+ * Ability `views`: bounded reads for operators and metrics (`jobsctl status`, the dashboard,
+ * `@jobs/otel`, the engine's "nobody runs these" warning).
+ */
+export interface StoreViews {
+  /**
+   * Types, other than `excludeTypes`, of waiting jobs (`timer`/`async`) due at or before
+   * `dueBefore`, with their count and oldest due time, oldest first, at most `limit`. A store
+   * may count only among the oldest due waiting jobs (the SQL stores: 10,000), so the check
+   * costs the same whatever the backlog.
+   */
+  overdueTypes(request: {
+    excludeTypes: readonly string[];
+    dueBefore: Date;
+    limit: number;
+  }): Promise<OverdueType[]>;
+  /**
+   * Job counts by queue, type and state, each with how many are due and the earliest due time,
+   * in any order. With `newest`, counts only the newest `newest` jobs (by id): a bounded read
+   * for tables too big to group on every page view (a store may ignore it and count them all).
+   */
+  queueStats(options?: { newest?: number }): Promise<QueueStatsRow[]>;
+  /**
+   * The number of live jobs as the database's statistics estimate it, without counting
+   * (PostgreSQL `pg_class.reltuples`, MySQL/MariaDB `information_schema.TABLES`); null when it
+   * has no estimate (never analysed, SQLite, memory). Dashboards use it to decide between exact
+   * and bounded counts.
+   */
+  estimateJobs(): Promise<number | null>;
+}
+
+/**
+ * Ability `steps`: durable steps (`ctx.step`); jobs (and history records) carry `Job.steps`.
+ * Without it `ctx.step` throws.
+ */
+export interface StoreSteps {
+  /**
+   * Writes the step list of the job held with `ref`'s token (`stepsJson`: `Job.steps` as JSON
+   * text, `[{ name, result, at: epoch ms, durationMs }]`), replacing the one stored, only while
+   * that lease is current (the token matches and the job is running). False, and nothing
+   * written, when it is not: a stale owner's checkpoint is never recorded. In the caller's
+   * transaction when `tx` is given.
+   */
+  save(ref: JobRef, stepsJson: string, tx?: unknown): Promise<boolean>;
+  /**
+   * Optional, like `completeInTransaction` (only a store with transactions of its own can):
+   * runs `work` in a transaction of the store's database and, in the same transaction, writes
+   * `stepsJsonOf(result)` as `save` does; commits only while `ref`'s lease is current, else
+   * rolls back and rejects with `LockLostError`. Backs `ctx.step(…, { transaction: true })`: a
+   * step's database effects and its checkpoint apply together, exactly once.
+   */
+  saveInTransaction?<T>(
+    ref: JobRef,
+    work: (tx: unknown) => Promise<T>,
+    stepsJsonOf: (result: T) => string,
+  ): Promise<T>;
+}
+
+/**
+ * Ability `waits`: durable waits that free the worker (`ctx.sleep`, `ctx.waitFor`,
+ * `engine.signal`, DESIGN invariant 23). A waiting job holds no slot, lease, connection or
+ * scope slot: it is back in the store as a `timer`. Needs `steps` too (the wait's checkpoint is
+ * a step). Without it `ctx.sleep` and `ctx.waitFor` throw.
+ */
+export interface StoreWaits {
+  /**
+   * Gives the job held with `ref`'s token back to waiting, with its step list: state `timer`
+   * due `delayMs` from now on the store's clock (`async` when `delayMs` is 0), `stepsJson`
+   * written as `StoreSteps.save` writes it, lock cleared and the attempt not counted (as
+   * `release` does), in one write fenced by the token: only while that lease is current (the
+   * token matches, the job is running and has no cancel request). False, and nothing written,
+   * when it is not.
+   */
+  sleep(ref: JobRef, stepsJson: string, delayMs: number): Promise<boolean>;
+  /**
+   * Stores a signal for (`name`, `key`) with its payload (JSON text), kept until one waiting
+   * job takes it (`takeSignal`), and then makes the jobs waiting for it (`waitSignal`) due at
+   * once. Each signal is taken by exactly one job, once.
+   */
+  signal(name: string, key: string, payloadJson: string): Promise<void>;
+  /**
+   * For the job held with `ref`'s token: takes (deletes) the oldest stored signal for (`name`,
+   * `key`) and, in the same transaction, writes `stepsJsonOf(payloadJson)` as the job's step
+   * list, fenced by the token as `StoreSteps.save` is, and forgets the job's waits; answers the
+   * payload. With no signal stored it answers null, and writes `stepsJsonOf(null)` the same way
+   * when that is a string (a wait that timed out), nothing when it is null. When the fence
+   * refuses the write it rejects with `LockLostError` and takes nothing: the signal stays.
+   * `stepsJsonOf` answers a string for every payload (null only for no signal).
+   */
+  takeSignal(
+    ref: JobRef,
+    name: string,
+    key: string,
+    stepsJsonOf: (payloadJson: string | null) => string | null,
+  ): Promise<string | null>;
+  /**
+   * `sleep` (until the wait's timeout), and records the job as waiting for (`name`, `key`), so
+   * that a signal for it makes the job due at once; when such a signal is already stored
+   * (sent meanwhile), the job is due at once. False, and nothing written, when the lease is
+   * not current.
+   */
+  waitSignal(
+    ref: JobRef,
+    name: string,
+    key: string,
+    stepsJson: string,
+    timeoutMs: number,
+  ): Promise<boolean>;
+}
+
+/** The names of a store's optional abilities (`JobStore.cancellation`, …). */
+export type StoreAbility =
+  | 'cancellation'
+  | 'rateLimits'
+  | 'history'
+  | 'bulk'
+  | 'views'
+  | 'steps'
+  | 'waits';
+
+export const STORE_ABILITIES: readonly StoreAbility[] = [
+  'cancellation',
+  'rateLimits',
+  'history',
+  'bulk',
+  'views',
+  'steps',
+  'waits',
+] as const;
+
 export interface EnqueueOptions {
   /** The caller's open transaction, in the store's own terms (see the store's docs). */
   tx?: unknown;
 }
 
+/** What a store's `migrate()` did: the versions it applied (none when it was up to date). */
+export interface MigrationResult {
+  /** Versions this call applied, in order; empty when the schema was already up to date. */
+  applied: number[];
+  /** The schema's version now: the newest migration the store knows. */
+  version: number;
+}
+
 export interface JobStore {
+  // ---- required: every store writes these ----
+
   /** Short name for messages, e.g. `sqlite`. */
   readonly name: string;
+  /** What this store can do (`StoreCapabilities`); engines, the admin API and the suite read it. */
   readonly capabilities: StoreCapabilities;
 
-  /** Creates or upgrades the schema. Idempotent; safe when several processes call it at once. */
-  migrate(): Promise<void>;
+  /**
+   * Creates or upgrades the schema. Idempotent; safe when several processes call it at once.
+   * A store with numbered migrations says which it applied (the SQL stores do).
+   */
+  // biome-ignore lint/suspicious/noConfusingVoidType: a store of your own may still resolve with nothing
+  migrate(): Promise<MigrationResult | void>;
   /** Releases connections and file handles. */
   close(): Promise<void>;
   /** The store's clock. */
@@ -576,47 +991,19 @@ export interface JobStore {
   acquire(request: AcquireRequest): Promise<Job[]>;
 
   /**
-   * Deletes finished jobs held with these tokens. With history keeping completed jobs
-   * (`configureHistory`, keep `all`), each one's record (outcome `completed`, its
+   * Deletes finished jobs held with these tokens; one with a cancel request (with
+   * `cancellation`) is left alone and reported in `cancelRequested`. With history keeping completed jobs
+   * (`history.configure`, keep `all`), each one's record (outcome `completed`, its
    * `resultJson` and `durationMs`) is written in the same statement or transaction; a job
    * whose lease was lost gets no record.
    */
   complete(jobs: readonly JobCompletion[]): Promise<SettleResult>;
 
   /**
-   * Optional hot path: `complete(done)` and `acquire(request)` in one round trip (a PostgreSQL CTE
-   * can), history records included. The engine uses it when present, unless the store runs
-   * calls concurrently (`capabilities.concurrentCalls`).
+   * Records failed attempts: back to `timer` after the delay with one retry fewer, or deadletter.
+   * A job with a cancel request (with `cancellation`) is left alone, reported in `cancelRequested`.
    */
-  completeAndAcquire?(
-    done: readonly JobCompletion[],
-    request: AcquireRequest,
-  ): Promise<{ lost: string[]; jobs: Job[] }>;
-
-  /**
-   * Optional: runs `work` in a transaction of the store's database and, in the same
-   * transaction, completes the job held with `ref`'s token; commits only while that lease is
-   * still current, else rolls back and rejects with `LockLostError`. So a job's database
-   * effects written through `tx` apply exactly once, even when its handler runs twice. `tx`
-   * is the transaction in the store's own terms (see the store's docs). Backs `ctx.transaction`.
-   */
-  completeInTransaction?<T>(ref: JobCompletion, work: (tx: unknown) => Promise<T>): Promise<T>;
-
-  /** Records failed attempts: back to `timer` after the delay with one retry fewer, or deadletter. */
   fail(failures: readonly JobFailure[]): Promise<SettleResult>;
-
-  /**
-   * Optional (`capabilities.rateLimits`): takes starts from fixed windows kept in the store, one
-   * per key, atomically across connections and processes: a window starts at the first take
-   * after the previous one ended, and grants at most `max` starts in all. Results in input order.
-   */
-  takeRateTokens?(requests: readonly RateTokenRequest[]): Promise<RateTokenGrant[]>;
-
-  /**
-   * Optional (`capabilities.rateLimits`): gives held jobs back unstarted, due `delayMs` from the
-   * store's now (`timer`, or `async` for 0), the attempt not counted — for jobs over a rate limit.
-   */
-  deferJobs?(jobs: readonly JobRef[], delayMs: number): Promise<SettleResult>;
 
   /** Gives jobs back unstarted: `async` again, lock cleared, the attempt not counted. */
   release(jobs: readonly JobRef[]): Promise<SettleResult>;
@@ -624,7 +1011,7 @@ export interface JobStore {
   /**
    * Extends the leases of `owner`'s jobs to `now + leaseMs`, in one statement where possible,
    * writing each ref's `progressJson` (when given, with `capabilities.progress`) in the same
-   * statement, and answers which renewed jobs have a cancel request (`capabilities.cancellation`).
+   * statement, and answers which renewed jobs have a cancel request (with `cancellation`).
    */
   renewLeases(
     owner: string,
@@ -633,58 +1020,35 @@ export interface JobStore {
   ): Promise<RenewResult>;
 
   /**
-   * Optional (`capabilities.cancellation`): cancels job `id`. A job that is not running is
-   * deleted at once, with a history record of outcome `cancelled` (while history keeps `all`
-   * or `failed`); a running one is flagged `cancelRequested` for its owner. See `CancelOutcome`.
-   */
-  cancel?(id: string): Promise<CancelOutcome>;
-  /**
-   * Optional (`capabilities.cancellation`): deletes running jobs held with these tokens as
-   * cancelled (history outcome `cancelled`, with `durationMs`), never to be retried. Fenced
-   * like `complete`: a stale token changes nothing and is reported lost.
-   */
-  cancelHeld?(jobs: readonly JobCompletion[]): Promise<SettleResult>;
-
-  /**
-   * Finds running jobs whose lease expired: with retries left they become `async` with one retry
-   * fewer and an error saying the lease expired; without, they go to the dead-letter area.
+   * Finds running jobs whose lease expired, at most `limit`, and ends each lease:
+   * - one with a cancel request (with `cancellation`) is deleted as `cancelled`;
+   * - one whose handler never started (`startedAt` null, `capabilities.startMarks`) becomes
+   *   `async` again with its attempt given back, retries and last error untouched (`released`);
+   * - any other one, with retries left, becomes `async` with one retry fewer and an error saying
+   *   the lease expired (`requeued`); without, it goes to the dead-letter area.
+   * A job that keeps killing its worker is recorded as started each time, so it still reaches
+   * the dead-letter area after its retries.
    */
   recoverExpiredLeases(limit: number): Promise<RecoverResult>;
-
-  /**
-   * Optional: the blocked set. Brings the given scopes (when absent, a sweep: the next few
-   * hundred scopes with blocked or due waiting limited jobs, going on from where the last sweep
-   * stopped, so each costs a bounded amount and every scope comes round in turn) in line with
-   * the scope rule: due waiting limited jobs of a full scope beyond a short queue become
-   * `blocked` (out of the acquisition walk, so a long queue behind one busy scope costs nothing
-   * to jobs of other scopes), and the first blocked jobs in acquisition order come back
-   * (`async`) as slots free up. A store that has it calls it itself after enqueuing limited
-   * jobs, after settling refs that carry a `scope`, after admin changes, and — a sweep that
-   * also lets in jobs a race left blocked — after `recoverExpiredLeases`, which engines call
-   * every half lease. Returns how many came back.
-   */
-  rebalanceScopes?(scopes?: readonly string[]): Promise<number>;
 
   /** The earliest due time of a waiting job the request could acquire, or null. */
   nextDueAt(request: Omit<AcquireRequest, 'owner' | 'limit' | 'leaseMs'>): Promise<Date | null>;
 
-  /**
-   * Calls `listener` when jobs may have been enqueued elsewhere (other connections or processes).
-   * Only when `capabilities.notifications`. Returns an unsubscribe function.
-   */
-  subscribe?(listener: () => void): () => void;
-
   // ---- admin ----
 
+  /** The job with this id in any state (running included); null when there is none. */
   getJob(id: string): Promise<Job | null>;
   /** Jobs matching the filter, in id order, paged. */
   listJobs(request: ListJobsRequest): Promise<Job[]>;
   /** Moves a dead-letter job to `async` with `retries` fresh retries; null if not in deadletter. */
   retryDeadletter(id: string, retries: number): Promise<Job | null>;
   /**
-   * Deletes a job in any state. False when it did not exist. A dead-letter job gets a history
-   * record (outcome `deadletter`) in the same transaction while history keeps `all` or
-   * `failed`; deleting a job in another state records nothing.
+   * Deletes a job that is not running. False when it did not exist. A dead-letter job gets a
+   * history record (outcome `deadletter`) in the same transaction while history keeps `all` or
+   * `failed`; deleting a job in another state records nothing. A *running* job is not deleted
+   * (its handler may still run, and a limited job's slot must stay taken until its owner lets
+   * go): it gets a cancel request, as `cancel` gives it, and true is returned; a store without
+   * the `cancellation` ability refuses it with an error.
    */
   deleteJob(id: string): Promise<boolean>;
   /** Moves waiting (`timer`, `async`) jobs matching the filter to `suspended`. Returns how many. */
@@ -693,65 +1057,6 @@ export interface JobStore {
   activate(filter: JobFilter): Promise<number>;
   /** Job counts by type and state. */
   stats(): Promise<StatsRow[]>;
-  /**
-   * Optional: how many jobs match the filter (bulk dry runs). With `cap`, counts at most `cap`
-   * (a page header's "10,000+" without counting a million rows); a store may ignore `cap`.
-   */
-  countJobs?(filter: JobFilter, cap?: number): Promise<number>;
-  /**
-   * Optional bulk retry: moves at most `limit` dead-letter jobs matching the filter (its `state`
-   * is ignored) to `async` with `retries` fresh retries, as `retryDeadletter` does; returns how
-   * many. The engine calls it in batches until fewer than `limit` come back.
-   */
-  retryDeadletterMany?(filter: JobFilter, retries: number, limit: number): Promise<number>;
-  /**
-   * Optional bulk delete: deletes at most `limit` jobs matching the filter, as `deleteJob`
-   * does (history records for dead-letter jobs included); returns how many.
-   */
-  deleteMany?(filter: JobFilter, limit: number): Promise<number>;
-
-  // ---- history (optional: a store without it keeps no history) ----
-
-  /**
-   * Tells the store which finished jobs to keep (the engine calls it on construction; the
-   * last call wins, so engines sharing a store should agree). Until called, a store keeps none.
-   */
-  configureHistory?(settings: HistorySettings): void;
-  /** The history record of job `id`, or null. */
-  getHistory?(id: string): Promise<JobHistoryRecord | null>;
-  /** History records matching the filter, newest first (`finishedAt`, then id), keyset-paged. */
-  listHistory?(request: ListHistoryRequest): Promise<JobHistoryRecord[]>;
-  /**
-   * Deletes at most `limit` records that finished more than `retentionMs` ago on the store's
-   * clock, oldest first, in one short transaction; returns how many, or null when another
-   * process is pruning right now (one node prunes at a time).
-   */
-  pruneHistory?(retentionMs: number, limit: number): Promise<number | null>;
-  /**
-   * Optional: types, other than `excludeTypes`, of waiting jobs (`timer`/`async`) due at or
-   * before `dueBefore`, with their count and oldest due time, oldest first, at most `limit`.
-   * The engine uses it to say when jobs wait that no handler it knows runs.
-   */
-  overdueTypes?(request: {
-    excludeTypes: readonly string[];
-    dueBefore: Date;
-    limit: number;
-  }): Promise<OverdueType[]>;
-
-  /**
-   * Optional: job counts by queue, type and state, each with how many are due and the earliest
-   * due time, in any order. Operators' views (`jobs status`) and queue-depth metrics read it.
-   * With `newest`, counts only the newest `newest` jobs (by id): a bounded read for tables too
-   * big to group on every page view (a store may ignore it and count them all).
-   */
-  queueStats?(options?: { newest?: number }): Promise<QueueStatsRow[]>;
-  /**
-   * Optional: the number of live jobs as the database's statistics estimate it, without
-   * counting (PostgreSQL `pg_class.reltuples`, MySQL/MariaDB `information_schema.TABLES`);
-   * null when it has no estimate (never analysed, SQLite). Dashboards use it to decide between
-   * exact and bounded counts.
-   */
-  estimateJobs?(): Promise<number | null>;
 
   // ---- schedules ----
 
@@ -761,10 +1066,16 @@ export interface JobStore {
    * `expectedVersion` was given and did not match.
    */
   saveSchedule(request: SaveScheduleRequest): Promise<ScheduleRecord | null>;
+  /** The schedule of this exact name; null when there is none. */
   getSchedule(name: string): Promise<ScheduleRecord | null>;
+  /** Every schedule, paused ones included, ordered by name. */
   listSchedules(): Promise<ScheduleRecord[]>;
   /** Deletes the schedule (its jobs stay). False when it did not exist. */
   deleteSchedule(name: string): Promise<boolean>;
+  /**
+   * Pauses (it is not fired while paused) or resumes a schedule, bumping its version; the
+   * updated record, or null when there is no schedule of that name.
+   */
   setSchedulePaused(name: string, paused: boolean): Promise<ScheduleRecord | null>;
   /** Unpaused schedules with `nextAt <= now`, or with a pending misfire. */
   dueSchedules(limit: number): Promise<ScheduleRecord[]>;
@@ -772,7 +1083,69 @@ export interface JobStore {
    * In one transaction: if the schedule's version still matches, applies the overlap rule
    * (an unfinished job — timer, async or running — of this schedule makes `skip` drop the fire
    * and `coalesce` set `pendingMisfire`), inserts the jobs otherwise (clearing `pendingMisfire`),
-   * and moves the schedule to `nextAt` with a new version. A stale version changes nothing.
+   * and moves the schedule to `nextAt` with a new version. A stale version, or a `dueAt` still
+   * ahead of the store's clock, changes nothing.
    */
   fireSchedule(fire: ScheduleFire): Promise<ScheduleFireResult>;
+
+  // ---- optional fast paths and hooks: the engine uses each one when present ----
+
+  /**
+   * Throws a `JobsError` (code `SCHEMA`) that says to run `migrate()` (naming the
+   * command) when the store's schema is missing or older than this package needs. Engines call
+   * it at `start()`, so a forgotten migration fails at once instead of logging "relation does
+   * not exist" on every poll.
+   */
+  verifySchema?(): Promise<void>;
+
+  /**
+   * Fast path: `complete(done)` and `acquire(request)` in one round trip (a PostgreSQL CTE
+   * can), history records included. The engine uses it when present, unless the store runs
+   * calls concurrently (`capabilities.concurrentCalls`).
+   */
+  completeAndAcquire?(
+    done: readonly JobCompletion[],
+    request: AcquireRequest,
+  ): Promise<SettleResult & { jobs: Job[] }>;
+
+  /**
+   * Fast path: runs `work` in a transaction of the store's database and, in the same
+   * transaction, completes the job held with `ref`'s token; commits only while that lease is
+   * still current, else rolls back and rejects with `LockLostError`. So a job's database
+   * effects written through `tx` apply exactly once, even when its handler runs twice. `tx`
+   * is the transaction in the store's own terms (see the store's docs). Backs `ctx.transaction`.
+   */
+  completeInTransaction?<T>(ref: JobCompletion, work: (tx: unknown) => Promise<T>): Promise<T>;
+
+  /**
+   * Calls `listener` when jobs may have been enqueued elsewhere (other connections or processes).
+   * Returns an unsubscribe function. The engine subscribes only when
+   * `capabilities.notifications` is true; without either it polls.
+   */
+  subscribe?(listener: () => void): () => void;
+
+  /**
+   * For stores on a connection pool: an engine about to run says how many store calls
+   * it may make at once (its handlers' `ctx.transaction`s plus its own). A pool of the store's
+   * default size grows to fit every reservation held; a size the caller chose (or the caller's
+   * pool) is kept, and the engine warns when it is smaller than `needed`.
+   */
+  reserveConnections?(connections: number): ConnectionReservation;
+
+  // ---- optional abilities: present (an object) or absent, never half there ----
+
+  /** Cancelling jobs; see `StoreCancellation`. Absent: `admin.cancel` says the store cannot. */
+  readonly cancellation?: StoreCancellation;
+  /** Rate-limit windows in the store; see `StoreRateLimits`. Absent: no `rateLimits` option. */
+  readonly rateLimits?: StoreRateLimits;
+  /** Finished jobs kept; see `StoreHistory`. Absent: no history. */
+  readonly history?: StoreHistory;
+  /** Operator actions over a filter; see `StoreBulk`. Absent: the admin API pages `listJobs`. */
+  readonly bulk?: StoreBulk;
+  /** Bounded operator reads; see `StoreViews`. Absent: `jobsctl status`, metrics fall back to `stats`. */
+  readonly views?: StoreViews;
+  /** Durable steps; see `StoreSteps`. Absent: `ctx.step` throws. */
+  readonly steps?: StoreSteps;
+  /** Durable waits (`ctx.sleep`); see `StoreWaits`. Absent: `ctx.sleep` throws. */
+  readonly waits?: StoreWaits;
 }

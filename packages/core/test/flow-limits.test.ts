@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { MAX_RATE_KEY_LENGTH, windowKey } from '../src/engine/rate-limits.js';
 import {
   FakeClock,
   type Job,
@@ -10,16 +11,16 @@ import {
 } from '../src/index.js';
 import { engine, sleep, waitFor } from './helpers.js';
 
-/** A memory store that says it keeps neither scope limits above 1 nor key modes. */
+/** A memory store that keeps neither scope limits above 1, key modes nor rate limits. */
 function storeWithout(): JobStore {
   const store = new MemoryJobStore();
   const capabilities: StoreCapabilities = {
     ...store.capabilities,
     scopeLimits: false,
     keyModes: false,
-    rateLimits: false,
   };
   Object.defineProperty(store, 'capabilities', { value: capabilities });
+  Object.defineProperty(store, 'rateLimits', { value: undefined });
   return store;
 }
 
@@ -264,32 +265,48 @@ describe('rate limits in engines', () => {
     expect(r.attempts).toEqual([1, 1]);
   });
 
-  it('a key function that throws counts the job against its type window and reports it', async () => {
-    const r = rig({
-      max: 2,
-      perMs: 1_000,
-      key: (job) => {
+  it.each([
+    [
+      'throws',
+      (job: Job): string => {
         throw new Error(`no host in job ${job.id}`);
       },
-    });
-    const errors: string[] = [];
-    for (const e of r.es) e.on('error', ({ during }) => void errors.push(during));
-    const client = new JobEngine({ store: r.store, clock: r.clock });
-    await client.enqueueMany([1, 2, 3].map((n) => ({ type: 'call', payload: { n } })));
-    await Promise.all(r.es.map((e) => e.start()));
-    expect(await r.settle()).toBe(2);
-    r.clock.advance(1_000);
-    expect(await r.settle()).toBe(3);
-    expect(errors).toContain('rate limit key');
-  });
+    ],
+    ['returns a name no store keeps (NUL)', () => 'host\u0000'],
+  ])(
+    'a key function that %s counts the job against its type window and reports it',
+    async (_, key) => {
+      const r = rig({ max: 2, perMs: 1_000, key });
+      const errors: string[] = [];
+      for (const e of r.es) e.on('error', ({ during }) => void errors.push(during));
+      const client = new JobEngine({ store: r.store, clock: r.clock });
+      await client.enqueueMany([1, 2, 3].map((n) => ({ type: 'call', payload: { n } })));
+      await Promise.all(r.es.map((e) => e.start()));
+      expect(await r.settle()).toBe(2);
+      r.clock.advance(1_000);
+      expect(await r.settle()).toBe(3);
+      expect(errors).toContain('rate limit key');
+    },
+  );
 
-  it('refuses a rate limit on a store without the capability', () => {
+  it('refuses a rate limit on a store without rate limits', () => {
     expect(
       () =>
         new JobEngine({
           store: storeWithout(),
           handlers: { t: { handler: () => {}, rateLimit: { max: 1, perMs: 1000 } } },
         }),
-    ).toThrow(/capabilities\.rateLimits/);
+    ).toThrow(/keeps no rate limits \(it has no `rateLimits`\)/);
+  });
+
+  it('keeps window keys to what every store holds: a longer type|key is its hash, the same on every node', () => {
+    const short = `${'t'.repeat(100)}|${'k'.repeat(154)}`;
+    expect(windowKey(short)).toBe(short);
+    const long = `${'t'.repeat(255)}|${'k'.repeat(200)}`;
+    const hashed = windowKey(long);
+    expect(hashed).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(hashed.length).toBeLessThanOrEqual(MAX_RATE_KEY_LENGTH);
+    expect(windowKey(long)).toBe(hashed);
+    expect(windowKey(`${long} `)).not.toBe(hashed);
   });
 });

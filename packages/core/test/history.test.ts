@@ -15,7 +15,7 @@ describe('history options', () => {
   it('defaults to keeping all finished jobs for a week, and configures the store so', () => {
     const store = new MemoryJobStore();
     const settings: unknown[] = [];
-    store.configureHistory = (s) => settings.push(s);
+    store.history.configure = (s) => void settings.push(s);
     new JobEngine({ store });
     expect(settings).toEqual([{ keep: 'all', retentionMs: 7 * 24 * 3_600_000 }]);
   });
@@ -64,6 +64,16 @@ describe('history result', () => {
         $jobs: 'result-not-json',
       });
     }
+    // What JSON would change silently is not stored as {} either: the marker names the path.
+    expect(JSON.parse(historyResultJson({ byId: new Map([[1, 'a']]) }) as string)).toEqual({
+      $jobs: 'result-not-json',
+      reason: expect.stringMatching(/^result\.byId: is a Map/),
+    });
+    const holes: unknown[] = [1];
+    holes[2] = 3;
+    expect(JSON.parse(historyResultJson(holes) as string)).toMatchObject({
+      reason: expect.stringMatching(/^result\.1: is a hole/),
+    });
   });
 });
 
@@ -77,8 +87,8 @@ describe('history through the engine', () => {
     await e.start();
     const job = await e.enqueue('work', { n: 1 });
     const big = await e.enqueue('big', {});
-    await waitFor(async () => (await store.getHistory(big.id)) !== null, 'big recorded');
-    await waitFor(async () => (await store.getHistory(job.id)) !== null, 'work recorded');
+    await waitFor(async () => (await store.history.get(big.id)) !== null, 'big recorded');
+    await waitFor(async () => (await store.history.get(job.id)) !== null, 'work recorded');
     const record = (await e.admin.getJob(job.id)) as JobHistoryRecord;
     expect(record).toMatchObject({
       id: job.id,
@@ -130,7 +140,7 @@ describe('history through the engine', () => {
     for (let i = 0; i < 7; i++) {
       const job = await e.enqueue('work', { i });
       ids.push(job.id);
-      await waitFor(async () => (await store.getHistory(job.id)) !== null, `job ${i}`);
+      await waitFor(async () => (await store.history.get(job.id)) !== null, `job ${i}`);
       clock.advance(1000);
     }
     const seen: string[] = [];
@@ -185,7 +195,7 @@ describe('history through the engine', () => {
   it('maintenance prunes records past the retention when the engine starts', async () => {
     const clock = new FakeClock();
     const store = new MemoryJobStore({ clock });
-    store.configureHistory({ keep: 'all', retentionMs: 3_600_000 });
+    store.history.configure({ keep: 'all', retentionMs: 3_600_000 });
     const job = (await store.enqueue([newJob()]))[0]!.job;
     const [held] = await store.acquire({
       owner: 'o',
@@ -196,7 +206,7 @@ describe('history through the engine', () => {
       tenants: null,
     });
     await store.complete([{ id: held!.id, token: held!.lockToken!, resultJson: '1' }]);
-    expect(await store.getHistory(job.id)).not.toBeNull();
+    expect(await store.history.get(job.id)).not.toBeNull();
     clock.advance(2 * 3_600_000);
     const e = engine({
       store,
@@ -207,6 +217,6 @@ describe('history through the engine', () => {
     const pruned = new Promise((resolve) => e.on('history-pruned', resolve));
     await e.start();
     expect(await pruned).toEqual({ count: 1 });
-    expect(await store.getHistory(job.id)).toBeNull();
+    expect(await store.history.get(job.id)).toBeNull();
   });
 });

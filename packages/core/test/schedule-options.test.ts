@@ -7,6 +7,7 @@ import {
   ScheduleRunner,
   validateScheduleOptions,
 } from '../src/schedule/index.js';
+import { createTrigger } from '../src/schedule/trigger.js';
 
 function fieldOf(fn: () => unknown): string {
   try {
@@ -98,9 +99,47 @@ describe('validateScheduleOptions', () => {
     expect(bad({ cron: '* * * * *', retries: -1 })).toBe('retries');
     expect(bad({ cron: '* * * * *', priority: 0.5 })).toBe('priority');
     expect(bad({ cron: '* * * * *', type: '' })).toBe('type');
-    expect(bad({ cron: '* * * * *', payload: { n: 1n } })).toBe('payload');
+    expect(bad({ cron: '* * * * *', payload: { n: 1n } })).toBe('payload.n');
+    expect(bad({ cron: '* * * * *', payload: { s: new Set([1]) } })).toBe('payload.s');
     expect(bad({ cron: '* * * * *' }, '')).toBe('name');
     expect(bad({ cron: '* * * * *' }, 'x'.repeat(200))).toBe('name');
+    expect(bad({ cron: '* * * * *' }, 'half \ud83d')).toBe('name');
+  });
+
+  it("bounds retries as a job's (0 to 1,000)", () => {
+    expect(validateScheduleOptions('s', { every: 'PT1M', retries: 1000 }).retries).toBe(1000);
+    expect(bad({ every: 'PT1M', retries: 1001 })).toBe('retries');
+    expect(bad({ every: 'PT1M', retries: 1_000_000 })).toBe('retries');
+  });
+
+  it('refuses intervals longer than a century and starts outside 1970–9999: no store holds such a time', () => {
+    expect(validateScheduleOptions('s', { every: 'P100Y' }).every).toBe('P100Y');
+    expect(validateScheduleOptions('s', { every: 'P36500D' }).every).toBe('P36500D');
+    for (const every of ['P101Y', 'P8000Y', 'P40000D', 'PT99999999999999999999H']) {
+      expect(bad({ every }), every).toBe('every');
+    }
+    expect(bad({ repeat: 'R/P8000Y' })).toBe('repeat');
+    expect(bad({ repeat: 'R3/+010000-01-01T00:00:00Z/PT1H' })).toBe('repeat');
+    expect(bad({ repeat: 'R3/1969-12-31T00:00:00Z/PT1H' })).toBe('repeat');
+    expect(validateScheduleOptions('s', { repeat: 'R3/9999-12-31T00:00:00Z/PT1H' }).repeat).toBe(
+      'R3/9999-12-31T00:00:00Z/PT1H',
+    );
+  });
+
+  it('refuses a repeat of R0 (it would never fire), with the field and why', () => {
+    expect(() => validateScheduleOptions('s', { repeat: 'R0/PT1M' })).toThrow(/never fire/);
+    expect(bad({ repeat: 'R0/PT1M' })).toBe('repeat');
+    expect(validateScheduleOptions('s', { repeat: 'R1/PT1M' }).repeat).toBe('R1/PT1M');
+  });
+
+  it("a trigger has no occurrence after 9999-12-31, where every store's time column ends", () => {
+    const options = validateScheduleOptions('s', { repeat: 'R/9999-12-31T22:00:00Z/PT1H' });
+    const trigger = createTrigger(options, Date.UTC(2026, 0, 1));
+    const last = Date.UTC(9999, 11, 31, 23);
+    expect(trigger.atOrAfter(Date.UTC(2026, 0, 1))).toBe(Date.UTC(9999, 11, 31, 22));
+    expect(trigger.after(Date.UTC(9999, 11, 31, 22))).toBe(last);
+    expect(trigger.after(last)).toBeNull();
+    expect(trigger.atOrBefore(Date.UTC(10_000, 5, 1))).toBe(last);
   });
 
   it('stores nothing when define() is given bad options', async () => {

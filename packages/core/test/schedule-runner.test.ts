@@ -160,6 +160,28 @@ describe('ScheduleRunner.fireDue', () => {
     expect(await allJobs()).toEqual([]);
   });
 
+  it('a runner whose clock runs 40 s ahead of the store fires on the store’s clock: not early, nothing skipped', async () => {
+    const storeClock = new FakeClock(T0);
+    const store = new MemoryJobStore({ clock: storeClock });
+    const ahead = { now: () => storeClock.now() + 40_000 };
+    const runner = new ScheduleRunner({ store, clock: ahead });
+    const info = await runner.define('tick', { every: 'PT1S', overlap: 'allow' });
+    expect(iso(info.nextAt), 'the first occurrence counts from the store’s now').toBe(
+      '2026-01-01T00:00:01.000Z',
+    );
+    for (let second = 1; second <= 3; second++) {
+      storeClock.advance(1_000);
+      await runner.fireDue();
+    }
+    const jobs = await store.listJobs({ limit: 100, offset: 0 });
+    expect(jobs.map((j) => iso(j.occurrence))).toEqual([
+      '2026-01-01T00:00:01.000Z',
+      '2026-01-01T00:00:02.000Z',
+      '2026-01-01T00:00:03.000Z',
+    ]);
+    expect(iso((await store.getSchedule('tick'))?.nextAt ?? null)).toBe('2026-01-01T00:00:04.000Z');
+  });
+
   it('creates one async job per occurrence with its key, scope, occurrence and schedule', async () => {
     const { runner, clock, allJobs, events } = setup();
     await runner.define('tick', {

@@ -60,15 +60,23 @@ describe('stop()', () => {
     const done = new Promise<void>((resolve) => {
       finish = resolve;
     });
+    let started = false;
     const e = engine({
       store,
       leaseMs: 300,
-      handlers: { stubborn: () => done },
+      handlers: {
+        stubborn: () => {
+          started = true;
+          return done;
+        },
+      },
     });
     await e.start();
     const first = await e.enqueue('stubborn', {}, { scope: 'acct', exclusive: true });
     const second = await e.enqueue('stubborn', {}, { scope: 'acct', exclusive: true });
-    await waitFor(async () => (await store.getJob(first.id))?.state === 'running', 'running');
+    // The handler itself, not the row: an acquisition marks the row running (a start mark)
+    // before the handler starts, and stop() gives back a job whose handler has not started.
+    await waitFor(() => started, 'the handler to start');
     await e.stop({ timeoutMs: 50 });
     // stop() returned while the handler runs on: the job stays leased to the stopped engine,
     // its lease renewed past several lease lengths, so no one else can start it — nor the

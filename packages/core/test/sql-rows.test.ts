@@ -46,6 +46,10 @@ describe('jobRowAt (array rows of the jobs columns)', () => {
       suspended_from: null,
       progress: '{"done":1}',
       cancel_requested: false,
+      started_at: 1_700_000_000_500,
+      timeout_ms: 60_000,
+      logs: '[{"at":1700000000600,"message":"step 1"}]',
+      steps: '[{"name":"charge","result":{"id":7},"at":1700000000700,"durationMs":3}]',
     };
     const values = JOB_COLUMN_NAMES.map((name) => named[name]);
     expect(rowToJob(jobRowAt(values))).toEqual(rowToJob(named));

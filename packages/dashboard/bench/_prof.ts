@@ -29,12 +29,12 @@ const t = async (label: string, f: () => Promise<unknown>) => {
     console.log(label, (performance.now() - s).toFixed(1));
   }
 };
-await t('count 25001', () => store.countJobs({}, 25_001));
-await t('queueStats newest 25000', () => store.queueStats({ newest: 25_000 }));
-await t('queueStats newest 10000', () => store.queueStats({ newest: 10_000 }));
+await t('count 25001', () => store.bulk.countJobs({}, 25_001));
+await t('queueStats newest 25000', () => store.views.queueStats({ newest: 25_000 }));
+await t('queueStats newest 10000', () => store.views.queueStats({ newest: 10_000 }));
 await t('list running', () => store.listJobs({ state: 'running', limit: 1000, offset: 0 }));
 await t('history', () =>
-  store.listHistory({ since: new Date(Date.now() - 3600e3), limit: 1000, after: null }),
+  store.history.list({ since: new Date(Date.now() - 3600e3), limit: 1000, after: null }),
 );
 await t('now', () => store.now());
 await store.close();

@@ -109,11 +109,14 @@ document.addEventListener('submit', function (e) {
 
 const hash = (text: string): string => createHash('sha256').update(text).digest('hex').slice(0, 10);
 
-/** Asset file names (content-hashed: cached for a year). */
-export const ASSETS: Record<string, { body: string; type: string }> = {
-  [`app-${hash(CSS)}.css`]: { body: CSS, type: 'text/css; charset=utf-8' },
-  [`app-${hash(JS)}.js`]: { body: JS, type: 'text/javascript; charset=utf-8' },
-};
-
 export const CSS_FILE = `app-${hash(CSS)}.css`;
 export const JS_FILE = `app-${hash(JS)}.js`;
+
+/**
+ * Asset file names (content-hashed: cached for a year). A Map: a name from the URL is looked up
+ * among these entries only, so `/assets/__proto__` is as unknown as any other name.
+ */
+export const ASSETS: ReadonlyMap<string, { body: string; type: string }> = new Map([
+  [CSS_FILE, { body: CSS, type: 'text/css; charset=utf-8' }],
+  [JS_FILE, { body: JS, type: 'text/javascript; charset=utf-8' }],
+]);

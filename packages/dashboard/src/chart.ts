@@ -53,29 +53,46 @@ export function barChart(series: ChartSeries): SafeHtml {
   const bar = Math.max(1, Math.floor(slot * 0.4));
   const left = (i: number): number => PAD.left + i * slot + (slot - 2 * bar - 1) / 2;
   const y = (v: number): number => PAD.top + (H - PAD.top - PAD.bottom) * (1 - v / max);
-  const rect = (cls: string, x: number, from: number, to: number, title: string): SafeHtml =>
-    to <= from
-      ? html``
-      : html`<rect class="${cls}" x="${x.toFixed(1)}" y="${y(to).toFixed(1)}" width="${bar}" height="${(y(from) - y(to)).toFixed(1)}"><title>${title}</title></rect>`;
-  const ticks = [0, max / 2, max];
-  const minutesAgo = [60, 45, 30, 15, 0].filter((m) => m < n + 1);
   const ago = (i: number): string => (i === n - 1 ? 'this minute' : `${n - 1 - i} min ago`);
+
+  /** A bar from value `from` up to `to` (none when empty), its count in its tooltip. */
+  const rect = (cls: string, x: number, from: number, to: number, title: string): SafeHtml => {
+    if (to <= from) return html``;
+    const height = (y(from) - y(to)).toFixed(1);
+    const box = html`x="${x.toFixed(1)}" y="${y(to).toFixed(1)}" width="${bar}" height="${height}"`;
+    return html`<rect class="${cls}" ${box}><title>${title}</title></rect>`;
+  };
+  /** Minute `i`: started on the left; completed with failed stacked on top, on the right. */
+  const bars = (started: number, i: number): SafeHtml[] => {
+    const completed = series.completed[i] ?? 0;
+    const failed = series.failed[i] ?? 0;
+    const x = left(i);
+    const right = x + bar + 1;
+    return [
+      rect('started', x, 0, started, `${ago(i)}: ${started} started`),
+      rect('completed', right, 0, completed, `${ago(i)}: ${completed} completed`),
+      rect('failed', right, completed, completed + failed, `${ago(i)}: ${failed} failed`),
+    ];
+  };
+  /** A grid line and its value on the left axis. */
+  const tick = (t: number): SafeHtml => {
+    const line = html`<line class="grid" x1="${PAD.left}" x2="${W - PAD.right}" y1="${y(t)}" y2="${y(t)}"/>`;
+    const label = Number.isInteger(t) ? t : t.toFixed(1);
+    return html`${line}<text x="${PAD.left - 6}" y="${y(t) + 4}" text-anchor="end">${label}</text>`;
+  };
+  /** `-45m` … `now` under the bars. */
+  const minuteLabel = (m: number): SafeHtml => {
+    const x = PAD.left + (n - m) * slot;
+    const anchor = m === 0 ? 'end' : m === n ? 'start' : 'middle';
+    const text = m === 0 ? 'now' : `-${m}m`;
+    return html`<text x="${x.toFixed(1)}" y="${H - 6}" text-anchor="${anchor}">${text}</text>`;
+  };
+  const middle = html`x="${(W + PAD.left) / 2}" y="${(H - PAD.bottom) / 2}" text-anchor="middle"`;
+  const empty = html`<text class="empty" ${middle}>no job finished in the last hour</text>`;
   return html`<svg class="chart" viewBox="0 0 ${W} ${H}" role="img" aria-label="jobs per minute, last hour">
-${ticks.map(
-  (t) =>
-    html`<line class="grid" x1="${PAD.left}" x2="${W - PAD.right}" y1="${y(t)}" y2="${y(t)}"/><text x="${PAD.left - 6}" y="${y(t) + 4}" text-anchor="end">${Number.isInteger(t) ? t : t.toFixed(1)}</text>`,
-)}
-${minutesAgo.map((m) => {
-  const x = PAD.left + (n - m) * slot;
-  const anchor = m === 0 ? 'end' : m === n ? 'start' : 'middle';
-  return html`<text x="${x.toFixed(1)}" y="${H - 6}" text-anchor="${anchor}">${m === 0 ? 'now' : `-${m}m`}</text>`;
-})}
-${series.started.map((started, i) => {
-  const completed = series.completed[i] ?? 0;
-  const failed = series.failed[i] ?? 0;
-  const x = left(i);
-  return html`${rect('started', x, 0, started, `${ago(i)}: ${started} started`)}${rect('completed', x + bar + 1, 0, completed, `${ago(i)}: ${completed} completed`)}${rect('failed', x + bar + 1, completed, completed + failed, `${ago(i)}: ${failed} failed`)}`;
-})}
-${peak === 0 ? html`<text class="empty" x="${(W + PAD.left) / 2}" y="${(H - PAD.bottom) / 2}" text-anchor="middle">no job finished in the last hour</text>` : ''}
+${[0, max / 2, max].map(tick)}
+${[60, 45, 30, 15, 0].filter((m) => m < n + 1).map(minuteLabel)}
+${series.started.map(bars)}
+${peak === 0 ? empty : ''}
 </svg>`;
 }

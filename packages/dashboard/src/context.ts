@@ -1,5 +1,5 @@
 /** What a page or action sees of one request, and the dashboard's settings. */
-import type { JobStore, Logger, QueueStatsRow } from '@jobs/core';
+import type { JobAdmin, JobStore, Logger, QueueStatsRow } from '@jobs/core';
 import { html, type SafeHtml } from './html.js';
 import type { SlowReadCache } from './reads.js';
 import { CSRF_FIELD } from './security.js';
@@ -8,7 +8,10 @@ import { CSRF_FIELD } from './security.js';
 export type OriginalRequest = unknown;
 
 export interface Settings {
+  /** Read only for its name and its clock; everything else goes through `admin`. */
   store: JobStore;
+  /** The admin API over `store`: every read and action goes through it. */
+  admin: JobAdmin;
   logger: Logger;
   /** Actions may run at all (not read-only, and `authorize` given). */
   actionsEnabled: boolean;
@@ -34,9 +37,14 @@ export interface GroupedCounts {
   bounded: { newest: number; estimate: number | null } | null;
 }
 
-export interface Ctx {
+/**
+ * One request as a page or action sees it (what it reads and writes goes through `admin`), with
+ * the dashboard's settings.
+ */
+export interface PageRequest {
   settings: Settings;
-  store: JobStore;
+  /** Every read and change: the admin API over the store (its checks, defaults and batching). */
+  admin: JobAdmin;
   method: string;
   /** Path under the dashboard's base, starting with `/`. */
   path: string;
@@ -54,9 +62,12 @@ export interface Ctx {
   canAct: boolean;
 }
 
+/** The `:name` segments of the route a request matched, decoded (`routes.ts`). */
+export type RouteParams = Readonly<Record<string, string>>;
+
 /** A link under the dashboard's base, with query parameters (empty ones left out). */
 export function href(
-  ctx: Pick<Ctx, 'base'>,
+  ctx: Pick<PageRequest, 'base'>,
   path: string,
   query: Record<string, string | number | null | undefined> = {},
 ): string {
@@ -73,7 +84,7 @@ export function href(
  * Rendered only when actions are enabled for this request.
  */
 export function actionForm(
-  ctx: Ctx,
+  ctx: PageRequest,
   path: string,
   label: string,
   options: { fields?: Record<string, string>; confirm?: string; kind?: 'danger' | 'primary' } = {},

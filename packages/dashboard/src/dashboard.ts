@@ -4,20 +4,16 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { consoleLogger, type JobStore, type Logger } from '@jobs/core';
-import { runAction } from './actions.js';
-import { apiGet } from './api.js';
+import { consoleLogger, JobAdmin, type JobStore, type Logger } from '@jobs/core';
+import type { ApiResult } from './api.js';
 import { ASSETS } from './assets.js';
-import { type Ctx, type Settings, safeDecode } from './context.js';
+import type { PageRequest, Settings } from './context.js';
+import { type AllowedHosts, describeHosts, hostAllowed, hostRule, parseHost } from './hosts.js';
 import type { SafeHtml } from './html.js';
 import { messagePage } from './layout.js';
-import { deadletterPage } from './pages/deadletter.js';
-import { historyPage } from './pages/history.js';
-import { jobPage } from './pages/job.js';
-import { jobsPage } from './pages/jobs.js';
-import { overviewPage } from './pages/overview.js';
-import { schedulesPage } from './pages/schedules.js';
+import { pathProblem, queryProblem } from './params.js';
 import { DEFAULT_COUNT_LIMIT, SlowReadCache } from './reads.js';
+import { findRoute } from './routes.js';
 import {
   CSRF_COOKIE,
   CSRF_FIELD,
@@ -52,6 +48,18 @@ export interface DashboardOptions {
   secret?: string | Buffer;
   /** Origins, besides the request's own, that may post forms (a proxy's public origin). */
   trustedOrigins?: readonly string[];
+  /**
+   * Host names the dashboard answers besides `localhost`, `*.localhost` and IP addresses (any
+   * port), which it always answers. A request for any other `Host` gets 421 before anything is
+   * read: a page on another site that points its own name at this server (DNS rebinding) reads
+   * nothing. Serving it under a real name (`https://ops.example.com/jobs`)? List that name;
+   * `.example.com` allows the domain and every name under it. `'any'` turns the check off, for
+   * an app that checks `Host` itself (or a proxy that does).
+   *
+   * @example
+   * createDashboard({ store, authorize, allowedHosts: ['ops.example.com'] })
+   */
+  allowedHosts?: AllowedHosts;
   /** Where the dashboard's own errors go. Default: the console, warnings and errors. */
   logger?: Logger;
   /** Shown in the top bar and titles. Default `Jobs`. */
@@ -103,6 +111,30 @@ function htmlResponse(
   });
 }
 
+function jsonResponse(result: ApiResult, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(result.body), {
+    status: result.status,
+    headers: {
+      'content-type': 'application/json; charset=utf-8',
+      'cache-control': 'no-store',
+      ...SECURITY_HEADERS,
+      ...headers,
+    },
+  });
+}
+
+/** A short plain-text answer (refusals that come before any page can be rendered). */
+function textResponse(status: number, text: string): Response {
+  return new Response(text, {
+    status,
+    headers: {
+      'content-type': 'text/plain; charset=utf-8',
+      'cache-control': 'no-store',
+      'x-content-type-options': 'nosniff',
+    },
+  });
+}
+
 /**
  * Creates a dashboard over `store`.
  *
@@ -123,8 +155,11 @@ export function createDashboard(options: DashboardOptions): Dashboard {
       `[@jobs/dashboard] createDashboard: \`countLimit\` must be a whole number of at least 1 (got ${String(options.countLimit)})`,
     );
   }
+  const hosts = hostRule(options.allowedHosts);
   const settings: Settings = {
     store: options.store,
+    // The admin API without an engine: actions get its checks, defaults and bulk batching.
+    admin: new JobAdmin(options.store),
     logger: options.logger ?? consoleLogger('warn'),
     actionsEnabled: options.readOnly !== true && typeof options.authorize === 'function',
     authorize: (options.authorize as Settings['authorize']) ?? null,
@@ -142,6 +177,50 @@ export function createDashboard(options: DashboardOptions): Dashboard {
   const configuredBase =
     options.basePath === undefined ? undefined : normalizeBase(options.basePath);
 
+  /** Host names refused so far, each logged once (a bounded set: a scan cannot grow it). */
+  const refusedHosts = new Set<string>();
+
+  /**
+   * The answer to a request for a `Host` this dashboard does not serve (421), a malformed one
+   * (400), or null when it may go on. Checked first, before any store read.
+   */
+  function refuseHost(header: string): Response | null {
+    const host = parseHost(header);
+    if (host === null) {
+      return textResponse(
+        400,
+        '[@jobs/dashboard] Bad request: the Host header is missing or malformed.',
+      );
+    }
+    if (hostAllowed(hosts, host)) return null;
+    if (!refusedHosts.has(host.name) && refusedHosts.size < 20) {
+      refusedHosts.add(host.name);
+      const add = `createDashboard({ allowedHosts: ['${host.name}'] }) (CLI: --allowed-host ${host.name})`;
+      settings.logger.warn(
+        `[@jobs/dashboard] refused a request for host "${host.name}": it answers ${describeHosts(hosts)}. Serving it under that name? Add it: ${add}`,
+      );
+    }
+    return textResponse(
+      421,
+      `[@jobs/dashboard] This dashboard does not answer for the host "${host.name}".
+
+It answers only ${describeHosts(hosts)}, so that a page on another site cannot point its own name at this server and read the dashboard through it (DNS rebinding).
+
+Opening it under this name on purpose? Allow the name where the dashboard is created:
+  createDashboard({ store, allowedHosts: ['${host.name}'] })
+or, with the CLI:
+  jobs dashboard --allowed-host ${host.name}
+`,
+    );
+  }
+
+  /** 400 for a malformed path or query parameter: JSON under /api/, else a page. */
+  function badRequest(path: string, base: string, problem: string): Response {
+    const message = `Bad request: ${problem}.`;
+    if (path.startsWith('/api/')) return jsonResponse({ status: 400, body: { error: message } });
+    return htmlResponse(400, messagePage(null, 'Bad request', message, `${base}/`));
+  }
+
   async function respond(
     request: Request,
     base: string,
@@ -151,8 +230,9 @@ export function createDashboard(options: DashboardOptions): Dashboard {
     const path = url.pathname.slice(base.length) || '/';
     const method = request.method.toUpperCase();
 
-    const asset = path.startsWith('/assets/') ? ASSETS[path.slice('/assets/'.length)] : undefined;
-    if (asset && (method === 'GET' || method === 'HEAD')) {
+    if (path.startsWith('/assets/') && (method === 'GET' || method === 'HEAD')) {
+      const asset = ASSETS.get(path.slice('/assets/'.length));
+      if (!asset) return textResponse(404, 'Not found: no such asset.');
       return new Response(asset.body, {
         headers: {
           'content-type': asset.type,
@@ -162,13 +242,17 @@ export function createDashboard(options: DashboardOptions): Dashboard {
       });
     }
 
+    // Malformed input is answered before anything is read from the store.
+    const problem = pathProblem(path) ?? queryProblem(url.search.slice(1));
+    if (problem !== null) return badRequest(path, base, problem);
+
     const cookie = readCookie(request.headers.get('cookie'), CSRF_COOKIE);
     const csrfCookie = cookie && /^[\w-]{16,64}$/.test(cookie) ? cookie : newCsrfCookie();
     const setCookie: Record<string, string> =
       csrfCookie === cookie
         ? {}
         : { 'set-cookie': csrfCookieHeader(csrfCookie, base || '/', url.protocol === 'https:') };
-    let ctx: Ctx | null = null;
+    let ctx: PageRequest | null = null;
     try {
       const canAct =
         settings.actionsEnabled &&
@@ -176,7 +260,7 @@ export function createDashboard(options: DashboardOptions): Dashboard {
         (await settings.authorize(original as never)) === true;
       ctx = {
         settings,
-        store: settings.store,
+        admin: settings.admin,
         method,
         path,
         query: url.searchParams,
@@ -199,23 +283,15 @@ export function createDashboard(options: DashboardOptions): Dashboard {
           { allow: 'GET, HEAD, POST', ...setCookie },
         );
       }
-      if (path.startsWith('/api/')) {
-        const result =
-          method === 'GET' || method === 'HEAD'
-            ? await apiGet(ctx, path.slice('/api'.length))
-            : null;
-        const { status, body } = result ?? { status: 404, body: { error: 'not found' } };
-        return new Response(JSON.stringify(body), {
-          status,
-          headers: {
-            'content-type': 'application/json; charset=utf-8',
-            'cache-control': 'no-store',
-            ...SECURITY_HEADERS,
-            ...setCookie,
-          },
-        });
+      const found = findRoute('GET', path);
+      if (found && 'api' in found.route) {
+        return jsonResponse(await found.route.api(ctx, found.params), setCookie);
       }
-      const body = await get(ctx);
+      if (path.startsWith('/api/')) {
+        return jsonResponse({ status: 404, body: { error: 'not found' } }, setCookie);
+      }
+      const body =
+        found && 'page' in found.route ? await found.route.page(ctx, found.params) : null;
       return body === null
         ? htmlResponse(
             404,
@@ -239,25 +315,11 @@ export function createDashboard(options: DashboardOptions): Dashboard {
     }
   }
 
-  async function get(ctx: Ctx): Promise<SafeHtml | null> {
-    switch (ctx.path) {
-      case '/':
-        return overviewPage(ctx);
-      case '/jobs':
-        return jobsPage(ctx);
-      case '/deadletter':
-        return deadletterPage(ctx);
-      case '/schedules':
-        return schedulesPage(ctx);
-      case '/history':
-        return historyPage(ctx);
-    }
-    const job = /^\/jobs\/([^/]+)$/.exec(ctx.path);
-    if (job) return jobPage(ctx, safeDecode(job[1] as string));
-    return null;
-  }
-
-  async function post(ctx: Ctx, request: Request, cookie: string | null): Promise<Response> {
+  async function post(
+    ctx: PageRequest,
+    request: Request,
+    cookie: string | null,
+  ): Promise<Response> {
     const refuse = (status: number, title: string, message: string): Response =>
       htmlResponse(status, messagePage(ctx, title, message));
     if (!settings.actionsEnabled) {
@@ -282,13 +344,24 @@ export function createDashboard(options: DashboardOptions): Dashboard {
         'The form’s security token is missing or stale: reload the page and try again.',
       );
     }
-    const result = await runAction(ctx, form);
+    const problem = queryProblem(text);
+    if (problem !== null)
+      return refuse(
+        400,
+        'Bad request',
+        `Bad form: ${problem.replace('query parameter', 'field')}.`,
+      );
+    const found = findRoute('POST', ctx.path);
+    const result =
+      found && 'action' in found.route ? await found.route.action(ctx, found.params, form) : null;
     if (result === null)
       return refuse(
         404,
         'Not found',
         'There is no such action, or its job or schedule no longer exists.',
       );
+    if ('refuse' in result)
+      return refuse(result.refuse.status, result.refuse.title, result.refuse.message);
     if ('redirect' in result) {
       return new Response(null, {
         status: 303,
@@ -301,7 +374,9 @@ export function createDashboard(options: DashboardOptions): Dashboard {
   return {
     fetch(request: Request): Promise<Response> {
       const base = configuredBase ?? '';
-      const { pathname } = new URL(request.url);
+      const { pathname, host } = new URL(request.url);
+      const misdirected = refuseHost(host);
+      if (misdirected) return Promise.resolve(misdirected);
       if (base !== '' && pathname !== base && !pathname.startsWith(`${base}/`)) {
         return Promise.resolve(
           htmlResponse(
@@ -337,7 +412,16 @@ export function createDashboard(options: DashboardOptions): Dashboard {
         rest = raw.slice(base.length);
       }
       if (!rest.startsWith('/')) rest = `/${rest}`;
-      toRequest(req, `${base}${rest}`)
+      const host = req.headers.host ?? req.headers[':authority'];
+      const misdirected = refuseHost(typeof host === 'string' ? host : '');
+      if (misdirected) {
+        // Its body stays unread (node discards it): nothing of this request is used.
+        writeResponse(misdirected, res).catch((error: unknown) =>
+          settings.logger.error('[@jobs/dashboard] request failed', { error }),
+        );
+        return;
+      }
+      toRequest(req, host as string, `${base}${rest}`)
         .then((request) => respond(request, base, req))
         .then((response) => writeResponse(response, res))
         .catch((error: unknown) => {
@@ -353,12 +437,11 @@ export function createDashboard(options: DashboardOptions): Dashboard {
 }
 
 /** A fetch `Request` of a node request (its body read, or taken from a body parser). */
-async function toRequest(req: IncomingMessage, path: string): Promise<Request> {
+async function toRequest(req: IncomingMessage, host: string, path: string): Promise<Request> {
   const encrypted = (req.socket as { encrypted?: boolean } | undefined)?.encrypted === true;
   // Express's req.protocol honours its `trust proxy` setting.
   const given = (req as unknown as { protocol?: unknown }).protocol;
   const protocol = typeof given === 'string' ? given : encrypted ? 'https' : 'http';
-  const host = req.headers.host ?? 'localhost';
   const headers = new Headers();
   for (const [name, value] of Object.entries(req.headers)) {
     if (value === undefined || name.startsWith(':')) continue;

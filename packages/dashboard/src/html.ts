@@ -1,10 +1,9 @@
 /**
  * HTML output: every value goes through `escapeHtml`, once, by the `html` template tag. Only
- * markup built by `html` itself (or `raw`, for the package's own constant assets) passes
- * unescaped, so a payload holding `<script>` shows as text.
+ * markup built by `html` itself passes unescaped, so a payload holding `<script>` shows as text.
  */
 
-/** Markup that is already safe: built by `html` or `raw`. */
+/** Markup that is already safe: built by `html`. */
 export class SafeHtml {
   constructor(readonly text: string) {}
   toString(): string {
@@ -44,9 +43,4 @@ export function html(strings: TemplateStringsArray, ...values: HtmlValue[]): Saf
     out += render(values[i] as HtmlValue) + (strings[i + 1] ?? '');
   }
   return new SafeHtml(out);
-}
-
-/** Trusted constant markup (the package's own SVG and assets). Never pass user data. */
-export function raw(text: string): SafeHtml {
-  return new SafeHtml(text);
 }

@@ -4,4 +4,5 @@ export {
   type DashboardOptions,
   type DashboardRequest,
 } from './dashboard.js';
+export type { AllowedHosts } from './hosts.js';
 export { escapeHtml } from './html.js';

@@ -1,9 +1,16 @@
 /**
- * The store reads the pages share, on any `JobStore`: the contract's methods, plus the optional
- * ones when the store has them (keyset paging, capped counts, queue stats, history). Where a
- * store lacks one, the page says so instead of guessing.
+ * The reads the pages share, all through the admin API of `@jobs/core` (`JobAdmin`), on any
+ * store: its answers say when a store lacks an optional read (keyset paging, capped counts,
+ * queue stats, history), and the page then says so instead of guessing.
  */
-import type { Job, JobFilter, JobHistoryRecord, JobStore } from '@jobs/core';
+import {
+  historyCursor,
+  type Job,
+  type JobAdmin,
+  type JobFilter,
+  type JobHistoryRecord,
+  ValidationError,
+} from '@jobs/core';
 
 /** Rows per page of the jobs and history lists. */
 export const PAGE_SIZE = 50;
@@ -15,11 +22,24 @@ export const DEFAULT_COUNT_LIMIT = 20_000;
 export const GROUP_SCAN_CAP = 5_000;
 /** Jobs a bulk action selected by error message touches at most per request. */
 export const BULK_SCAN_CAP = 10_000;
-/** Batch of the store's bulk calls. */
-export const BULK_BATCH = 500;
+/**
+ * The live job `id`, else its history record, else null. An id no job can have (a blank one
+ * included) names nothing, and is no error.
+ */
+export async function findJob(admin: JobAdmin, id: string): Promise<Job | JobHistoryRecord | null> {
+  try {
+    return await admin.getJob(id);
+  } catch (error) {
+    if (error instanceof ValidationError) return null;
+    throw error;
+  }
+}
 
-/** A job with the fields some stores add (progress, cancellation), read when present. */
-export type ShownJob = Job & { progress?: unknown; cancelRequested?: boolean };
+/** The live job `id`, or null (none, or it finished: only its history record is left). */
+export async function liveJob(admin: JobAdmin, id: string): Promise<Job | null> {
+  const found = await findJob(admin, id);
+  return found && found.state !== 'finished' ? found : null;
+}
 
 /** True when id `a` comes after `b` in id order (numeric ids compare as numbers). */
 export function idAfter(a: string, b: string): boolean {
@@ -28,7 +48,7 @@ export function idAfter(a: string, b: string): boolean {
 }
 
 export interface JobsPage {
-  jobs: ShownJob[];
+  jobs: Job[];
   hasMore: boolean;
   /** False when the store ignored `afterId` and the page was read by offset. */
   keyset: boolean;
@@ -39,7 +59,7 @@ export interface JobsPage {
  * `afterId`. A `key` filter is also checked here, for stores that ignore it.
  */
 export async function readJobsPage(
-  store: JobStore,
+  admin: JobAdmin,
   filter: JobFilter,
   position: { afterId: string | null; offset: number },
   limit = PAGE_SIZE,
@@ -47,9 +67,9 @@ export async function readJobsPage(
   let keyset = true;
   let jobs: Job[];
   if (position.afterId === null) {
-    jobs = await store.listJobs({ ...filter, limit: limit + 1, offset: 0 });
+    jobs = await admin.listJobs({ ...filter, limit: limit + 1, offset: 0 });
   } else {
-    jobs = await store.listJobs({
+    jobs = await admin.listJobs({
       ...filter,
       afterId: position.afterId,
       limit: limit + 1,
@@ -58,7 +78,7 @@ export async function readJobsPage(
     const first = jobs[0];
     if (first && !idAfter(first.id, position.afterId)) {
       keyset = false;
-      jobs = await store.listJobs({ ...filter, limit: limit + 1, offset: position.offset });
+      jobs = await admin.listJobs({ ...filter, limit: limit + 1, offset: position.offset });
     }
   }
   if (filter.key !== undefined) jobs = jobs.filter((job) => job.key === filter.key);
@@ -70,17 +90,17 @@ export async function readJobsPage(
  * `truncated` says the cap was hit.
  */
 export async function scanJobs(
-  store: JobStore,
+  admin: JobAdmin,
   filter: JobFilter,
   cap: number,
-  accept: (job: ShownJob) => boolean = () => true,
-): Promise<{ jobs: ShownJob[]; truncated: boolean }> {
-  const out: ShownJob[] = [];
+  accept: (job: Job) => boolean = () => true,
+): Promise<{ jobs: Job[]; truncated: boolean }> {
+  const out: Job[] = [];
   let afterId: string | null = null;
   let offset = 0;
   for (;;) {
     // 999 + the one `readJobsPage` reads ahead: the contract's largest page, 1,000.
-    const page = await readJobsPage(store, filter, { afterId, offset }, 999);
+    const page = await readJobsPage(admin, filter, { afterId, offset }, 999);
     for (const job of page.jobs) {
       if (!accept(job)) continue;
       if (out.length >= cap) return { jobs: out, truncated: true };
@@ -94,32 +114,29 @@ export async function scanJobs(
 }
 
 /** How many jobs match, counting at most `COUNT_CAP`; null when the store cannot count. */
-export async function cappedCount(store: JobStore, filter: JobFilter): Promise<number | null> {
-  if (!store.countJobs || filter.key !== undefined) return null;
-  return Math.min(await store.countJobs(filter, COUNT_CAP), COUNT_CAP);
+export async function cappedCount(admin: JobAdmin, filter: JobFilter): Promise<number | null> {
+  // A store's count may ignore `key`: no count rather than a wrong one.
+  if (filter.key !== undefined) return null;
+  const n = await admin.countJobs(filter, COUNT_CAP);
+  return n === null ? null : Math.min(n, COUNT_CAP);
 }
 
-/** The database's estimate of how many live jobs there are, without counting; null when none. */
-export async function estimatedJobs(store: JobStore): Promise<number | null> {
-  return store.estimateJobs ? await store.estimateJobs() : null;
-}
-
-/** History records finished since `since`, newest first, at most `cap`. */
+/** History records finished since `since`, newest first, at most `cap`; null without history. */
 export async function recentHistory(
-  store: JobStore,
+  admin: JobAdmin,
   since: Date,
   cap: number,
 ): Promise<{ records: JobHistoryRecord[]; truncated: boolean } | null> {
-  if (!store.listHistory) return null;
+  if (!admin.keepsHistory) return null;
   const records: JobHistoryRecord[] = [];
-  let after: { finishedAt: Date; id: string } | null = null;
+  let cursor: string | null = null;
   while (records.length < cap) {
     const limit = Math.min(1_000, cap - records.length);
-    const page: JobHistoryRecord[] = await store.listHistory({ since, limit, after });
+    const page: JobHistoryRecord[] = (await admin.listHistory({ since, limit, cursor })).records;
     records.push(...page);
     const last = page[page.length - 1];
     if (!last || page.length < limit) return { records, truncated: false };
-    after = { finishedAt: last.finishedAt, id: last.id };
+    cursor = historyCursor(last);
   }
   return { records, truncated: true };
 }
@@ -158,11 +175,4 @@ export class SlowReadCache<T> {
     const fresh = await this.inflight;
     return { data: fresh.data, ageMs: Date.now() - fresh.at, costMs: fresh.costMs };
   }
-}
-
-/** `JobStore.cancel` where the store has it (`capabilities.cancellation`). */
-export function cancelOf(store: JobStore): ((id: string) => Promise<string>) | null {
-  const cancel = (store as { cancel?: (id: string) => Promise<string> }).cancel;
-  const able = (store.capabilities as { cancellation?: boolean }).cancellation === true;
-  return able && typeof cancel === 'function' ? cancel.bind(store) : null;
 }

@@ -15,6 +15,11 @@ export async function launchBrowser(): Promise<Browser> {
   mkdirSync(ARTIFACTS, { recursive: true });
   return chromium.launch({
     executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--disable-dev-shm-usage'],
+    // evil.example resolves to this machine, as a DNS-rebinding page's name does.
+    args: [
+      '--no-sandbox',
+      '--disable-dev-shm-usage',
+      '--host-resolver-rules=MAP evil.example 127.0.0.1',
+    ],
   });
 }

@@ -124,6 +124,7 @@ describe('mounting', () => {
       basePath: '/ops',
       authorize: isAdmin,
       logger: silentLogger,
+      allowedHosts: ['app.test'],
     });
     app.all('/ops', (c) => dashboard.fetch(c.req.raw));
     app.all('/ops/*', (c) => dashboard.fetch(c.req.raw));
@@ -133,5 +134,7 @@ describe('mounting', () => {
       id,
     );
     expect(await store.getJob(id)).toBeNull();
+    // The fetch Request's URL names the host: another one is refused.
+    expect((await app.request('http://evil.test/ops/jobs')).status).toBe(421);
   });
 });

@@ -47,6 +47,7 @@ export function dashboardSuite(open: () => Promise<Backend | null>): void {
   const broken = { fragile: true, bulk: true };
   const ids: Record<string, string> = {};
   const errors: unknown[] = [];
+  const dialogs: string[] = [];
 
   const shot = async (name: string): Promise<void> => {
     await page.screenshot({
@@ -176,15 +177,21 @@ export function dashboardSuite(open: () => Promise<Backend | null>): void {
     });
     await until(
       'the dead-letter jobs',
-      async () => (await store.countJobs?.({ state: 'deadletter' })) === 7,
+      async () => (await store.bulk?.countJobs({ state: 'deadletter' })) === 7,
     );
-    await until('the quick jobs', async () => (await store.countJobs?.({ type: 'quick' })) === 0);
+    await until(
+      'the quick jobs',
+      async () => (await store.bulk?.countJobs({ type: 'quick' })) === 0,
+    );
 
     browser = await launchBrowser();
     context = await browser.newContext({ viewport: { width: 1360, height: 900 } });
     await context.addCookies([{ name: 'user', value: 'admin', url: origin }]);
     page = await context.newPage();
-    page.on('dialog', (dialog) => void dialog.accept());
+    page.on('dialog', (dialog) => {
+      dialogs.push(dialog.message());
+      void dialog.accept();
+    });
     page.on('pageerror', (error) => errors.push(error));
   }, 60_000);
 
@@ -354,7 +361,7 @@ export function dashboardSuite(open: () => Promise<Backend | null>): void {
     }
     expect(seen.size).toBe(PAGED);
     expect(await page.content()).not.toContain('offset paging'); // the SQL store pages by id
-    expect(await store.countJobs?.({ type: 'page-me' }, 100)).toBe(100);
+    expect(await store.bulk?.countJobs({ type: 'page-me' }, 100)).toBe(100);
     expect(pages).toBe(Math.ceil(PAGED / 50));
     await page.fill('input[name=key]', 'unique-7');
     await page.click('form.filters button[type=submit]');
@@ -387,7 +394,7 @@ export function dashboardSuite(open: () => Promise<Backend | null>): void {
     await page.waitForURL(/done=retried/);
     await until(
       'the retried job to complete',
-      async () => (await store.getHistory?.(ids.fragile ?? ''))?.outcome === 'completed',
+      async () => (await store.history?.get(ids.fragile ?? ''))?.outcome === 'completed',
     );
     await visit(`/jobs/${ids.fragile}`);
     expect(await page.locator('h1 .badge').first().textContent()).toBe('completed');
@@ -402,7 +409,7 @@ export function dashboardSuite(open: () => Promise<Backend | null>): void {
     await visit('/deadletter');
     await page.locator('tr', { hasText: 'boom 1' }).locator('button:has-text("Retry…")').click();
     await expect(page.locator('.dry-run-count').textContent()).resolves.toBe('3');
-    expect(await store.countJobs?.({ state: 'deadletter', type: 'bulk-dead' })).toBe(5);
+    expect(await store.bulk?.countJobs({ state: 'deadletter', type: 'bulk-dead' })).toBe(5);
     await shot('deadletter-dry-run');
     await page.click('button:has-text("Retry 3 job(s) now")');
     await page.waitForURL(/done=retried/);
@@ -452,9 +459,98 @@ export function dashboardSuite(open: () => Promise<Backend | null>): void {
       'the cancelled job to leave the table',
       async () => (await store.getJob(id)) === null,
     );
-    expect((await store.getHistory?.(id))?.outcome).toBe('cancelled');
+    expect((await store.history?.get(id))?.outcome).toBe('cancelled');
     await visit(`/jobs/${id}`);
     expect(await page.locator('h1 .badge').first().textContent()).toBe('cancelled');
+  });
+
+  it('deletes a running job from its page by requesting its cancel; it goes when its worker stops it', async (t) => {
+    if (!backend) return t.skip();
+    const id = (await engine.enqueue('long', {})).id;
+    await until('the job to run', async () => (await store.getJob(id))?.state === 'running');
+    await visit(`/jobs/${id}`);
+    dialogs.length = 0;
+    await page.click('button:has-text("Delete")');
+    await page.waitForURL(/done=delete-requested/);
+    expect(dialogs[0]).toContain(`Job ${id} is running`);
+    expect(await page.locator('.notice.ok').textContent()).toBe(
+      'Cancel requested — the job is running; it is removed when its worker stops it.',
+    );
+    // Not deleted under its worker: it ends cancelled once the worker lets go.
+    await until('the job to leave the table', async () => (await store.getJob(id)) === null);
+    expect((await store.history?.get(id))?.outcome).toBe('cancelled');
+    expect(errors).toEqual([]);
+  });
+
+  it('refuses a page whose own name was pointed at this server (DNS rebinding): it reads nothing', async (t) => {
+    if (!backend) return t.skip();
+    // The browser resolves evil.example to 127.0.0.1 (browser.ts), as a rebinding attack makes it.
+    const evil = `http://evil.example:${new URL(origin).port}`;
+    const before = await store.stats();
+    const response = await page.goto(`${evil}${BASE}/jobs?type=page-me`);
+    expect(response?.status()).toBe(421);
+    const text = (await page.textContent('body')) ?? '';
+    expect(text).toContain('does not answer for the host "evil.example"');
+    expect(text).toContain("allowedHosts: ['evil.example']");
+    // The page's own script, same-origin as far as the browser knows, gets nothing either.
+    const answers = await page.evaluate(async (base: string) => {
+      const read = async (path: string, init?: RequestInit) => {
+        const r = await fetch(`${base}${path}`, init);
+        return { status: r.status, leaked: /page-me|_csrf/.test(await r.text()) };
+      };
+      return [
+        await read('/api/jobs?type=page-me'),
+        await read('/deadletter'),
+        await read('/deadletter/bulk', {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          body: 'op=delete&type=bulk-dead&dryRun=0',
+        }),
+      ];
+    }, BASE);
+    expect(answers).toEqual([
+      { status: 421, leaked: false },
+      { status: 421, leaked: false },
+      { status: 421, leaked: false },
+    ]);
+    expect(await store.stats()).toEqual(before);
+    // The same browser at the address the dashboard was opened on still reads it.
+    await visit('/jobs?type=page-me');
+  });
+
+  it('answers malformed parameters with 400 (404 for an unknown asset), never 500', async (t) => {
+    if (!backend) return t.skip();
+    const before = await store.stats();
+    const answers: Record<string, number> = {};
+    for (const path of [
+      '/?done=__proto__',
+      '/history?cursor=999999999999999.1',
+      '/jobs?type=%00',
+      '/deadletter?type=%00',
+      '/history?type=%00',
+      '/api/jobs?scope=%00',
+      '/jobs?state=__proto__',
+      '/jobs?after=1&offset=0.5',
+      '/jobs?key=%E0%A4%A',
+      '/jobs/%00',
+      '/assets/__proto__',
+    ]) {
+      answers[path] = (await fetch(`${origin}${BASE}${path}`)).status;
+    }
+    expect(answers).toEqual({
+      '/?done=__proto__': 400,
+      '/history?cursor=999999999999999.1': 400,
+      '/jobs?type=%00': 400,
+      '/deadletter?type=%00': 400,
+      '/history?type=%00': 400,
+      '/api/jobs?scope=%00': 400,
+      '/jobs?state=__proto__': 400,
+      '/jobs?after=1&offset=0.5': 400,
+      '/jobs?key=%E0%A4%A': 400,
+      '/jobs/%00': 400,
+      '/assets/__proto__': 404,
+    });
+    expect(await store.stats()).toEqual(before);
   });
 
   it('shows a hostile payload and error as text', async (t) => {
@@ -530,7 +626,7 @@ export function dashboardSuite(open: () => Promise<Backend | null>): void {
       }),
     );
     expect(refused.status).toBe(403);
-    expect(await store.countJobs?.({ type: 'bulk-dead' })).toBe(2);
+    expect(await store.bulk?.countJobs({ type: 'bulk-dead' })).toBe(2);
   });
 
   it('mounts under a base path: Express-style baseUrl, a node prefix, and fetch', async (t) => {
@@ -549,7 +645,13 @@ export function dashboardSuite(open: () => Promise<Backend | null>): void {
     expect((await fetch(`${origin}/elsewhere`)).status).toBe(404);
     expect(await (await fetch(`${origin}/elsewhere`)).text()).toBe('app 404');
 
-    const fetchStyle = createDashboard({ store, basePath: '/hono/jobs/', logger: silentLogger });
+    // An app served under its own name lists it.
+    const fetchStyle = createDashboard({
+      store,
+      basePath: '/hono/jobs/',
+      logger: silentLogger,
+      allowedHosts: ['app.test'],
+    });
     const jobs = await fetchStyle.fetch(new Request('http://app.test/hono/jobs/jobs?state=timer'));
     expect(jobs.status).toBe(200);
     const body = await jobs.text();
@@ -578,7 +680,7 @@ export function dashboardSuite(open: () => Promise<Backend | null>): void {
       store: failing,
       logger: { ...silentLogger, error: (message, data) => logged.push({ message, data }) },
     });
-    const response = await dashboard.fetch(new Request('http://app.test/schedules'));
+    const response = await dashboard.fetch(new Request('http://localhost/schedules'));
     expect(response.status).toBe(500);
     const text = await response.text();
     expect(text).toContain('Something went wrong');

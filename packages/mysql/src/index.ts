@@ -4,6 +4,7 @@ export {
   type LockRetryStats as MysqlRetryStats,
   parseServerVersion,
   type ServerVersion,
+  supportsExactNames,
   supportsSkipLocked,
 } from '@jobs/core/sql';
 export { MysqlJobStore, type MysqlJobStoreOptions } from './mysql-store.js';

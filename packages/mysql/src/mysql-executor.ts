@@ -15,6 +15,7 @@ import {
   LazyPool,
   NetworkExecutor,
   OpenConnections,
+  type Operation,
   outcome,
   type Query,
   type QueryOutcome,
@@ -52,6 +53,14 @@ function trackConnections(pool: Pool): OpenConnections<CoreConnection> {
   });
   return open;
 }
+
+/** What to pass as `tx` instead, for the messages that refuse one. */
+const PASS_CONNECTION =
+  'so the job would commit on its own, outside your transaction: pass the connection of your transaction (const connection = await pool.getConnection(); await connection.beginTransaction(); … { tx: connection })';
+
+/** The server's status flags in an OK packet (MySQL protocol `SERVER_STATUS_*`). */
+const SERVER_STATUS_IN_TRANS = 0x0001;
+const SERVER_STATUS_AUTOCOMMIT = 0x0002;
 
 export class MysqlExecutor extends NetworkExecutor<PoolConnection> {
   /** Awaited before every operation (the store's server check). */
@@ -133,16 +142,39 @@ export class MysqlExecutor extends NetworkExecutor<PoolConnection> {
 
   /** The caller's `tx`: a mysql2 connection with an open transaction. */
   protected callerConnection(tx: unknown): PoolConnection {
+    // A pool (or pool cluster) runs each query on whichever connection is free: never inside
+    // your transaction.
+    if (typeof (tx as { getConnection?: unknown } | null)?.getConnection === 'function') {
+      throw new ValidationError('tx', `[@jobs/mysql] is a mysql2 pool, ${PASS_CONNECTION}`);
+    }
     if (typeof (tx as Partial<PoolConnection> | null)?.query === 'function') {
       // A callback-style mysql2 connection (`mysql2`, not `mysql2/promise`) has `.promise()`,
       // which wraps the same session, so the open transaction is kept.
       const wrap = (tx as { promise?: unknown }).promise;
       return (typeof wrap === 'function' ? wrap.call(tx) : tx) as PoolConnection;
     }
-    throw new ValidationError(
-      'tx',
-      'must be a mysql2 connection with an open transaction (pool.getConnection() then beginTransaction())',
-    );
+    throw new ValidationError('tx', `[@jobs/mysql] is no mysql2 connection: ${PASS_CONNECTION}`);
+  }
+
+  /**
+   * A caller's `tx` runs the operation only inside its transaction: a connection in autocommit
+   * mode would commit the job on its own. mysql2 keeps no transaction status between queries,
+   * so one `DO 0` reads it from the server's reply (its status flags: in a transaction, or
+   * autocommit off) — one round trip more per enqueue with `tx`.
+   */
+  override async run<T>(op: Operation<T>, options: RunOptions): Promise<T> {
+    if (options.tx !== undefined) {
+      const connection = this.callerConnection(options.tx);
+      const [reply] = await connection.query('DO 0');
+      const status = (reply as ResultSetHeader).serverStatus ?? 0;
+      if ((status & SERVER_STATUS_IN_TRANS) === 0 && (status & SERVER_STATUS_AUTOCOMMIT) !== 0) {
+        throw new ValidationError(
+          'tx',
+          `[@jobs/mysql] is a connection outside a transaction (no beginTransaction()), ${PASS_CONNECTION}`,
+        );
+      }
+    }
+    return super.run(op, options);
   }
 
   protected async begin(

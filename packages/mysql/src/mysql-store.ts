@@ -1,6 +1,16 @@
-import { assertIdentifier, JobsError, StoreError } from '@jobs/core';
+import { createHash } from 'node:crypto';
+import {
+  assertIdentifier,
+  type ConnectionReservation,
+  type EnqueueOptions,
+  type EnqueueResult,
+  JobsError,
+  type NewJob,
+  StoreError,
+} from '@jobs/core';
 import {
   checkStoreOptions,
+  DEFAULT_POOL_SIZE,
   driverErrno,
   type LockRetries,
   type LockRetryEvent,
@@ -10,6 +20,7 @@ import {
   NETWORK_TIMEOUT_OPTIONS,
   type NetworkTimeoutOptions,
   NotifyingSqlJobStore,
+  PoolSizing,
   resolveConnectionTimeouts,
   type ServerVersion,
   type WakeSignalWatcher,
@@ -17,6 +28,13 @@ import {
 import type { Pool, PoolOptions } from 'mysql2/promise';
 import mysql from 'mysql2/promise';
 import { MysqlExecutor } from './mysql-executor.js';
+import { ringWaiters, WakeWaiter, waitConnection, waiterPrefix } from './wake-waiter.js';
+
+/** How long an idle store waits on the server between reads of the wake signal. */
+const DEFAULT_WAIT_MS = 4_000;
+/** Waiters one enqueue wakes: at least this many, one more per 16 jobs, at most `MAX_RUNG`. */
+const MIN_RUNG = 2;
+const MAX_RUNG = 8;
 
 /**
  * The store's options; `connectTimeoutMs`, `queryTimeoutMs` and `keepAliveDelayMs` bound its
@@ -38,7 +56,12 @@ export interface MysqlJobStoreOptions extends NetworkTimeoutOptions {
    * Default `jobs_`.
    */
   tablePrefix?: string;
-  /** Pool size when the store creates the pool. Default 10. */
+  /**
+   * Pool size when the store creates the pool. Default: 10, grown when an engine starts to what
+   * its engines may use at once (`concurrency + 6` each: every handler in `ctx.transaction`,
+   * plus the engine's own calls) and one for the wake-signal reads. A size given here is kept;
+   * an engine that may need more logs one warning naming both numbers.
+   */
   connectionLimit?: number;
   /**
    * Use MariaDB's `DELETE … RETURNING` to complete jobs in one round trip. Default: on for
@@ -46,14 +69,27 @@ export interface MysqlJobStoreOptions extends NetworkTimeoutOptions {
    */
   deleteReturning?: boolean;
   /**
-   * How often, while an engine listens (`subscribe`), the store reads whether another
-   * connection added jobs — one primary-key read, not an acquisition. Default 20.
+   * How long, while an engine listens (`subscribe`), the store waits on the server for a
+   * wake-up before it reads whether another connection added jobs anyway. The wait is a
+   * `SELECT SLEEP(…)` on a connection of the store's own, which a store that enqueued ends
+   * (`KILL QUERY`, a few waiters per enqueue); when a wait ends on its own, the store reads
+   * whether a job is due (jobs enqueued in your transaction, released or retried ones). An idle
+   * store sends two statements per `notifyWaitMs`. Default 4 000.
+   */
+  notifyWaitMs?: number;
+  /**
+   * Poll instead of waiting: read whether another connection added jobs every
+   * `notifyIntervalMs` (one primary-key read, not an acquisition) — 50 statements a second
+   * per idle store at 20. For a server where `KILL QUERY` of the store's own connections is
+   * refused, or where waits must not hold a connection. Default: off (waits).
    */
   notifyIntervalMs?: number;
 }
 
 const OPTION_KEYS = [
-  ...'uri pool database tablePrefix connectionLimit deleteReturning notifyIntervalMs'.split(' '),
+  ...'uri pool database tablePrefix connectionLimit deleteReturning notifyIntervalMs notifyWaitMs'.split(
+    ' ',
+  ),
   ...NETWORK_TIMEOUT_OPTIONS,
 ];
 /**
@@ -61,6 +97,18 @@ const OPTION_KEYS = [
  * rejected with a warning, so a caller's pool's settings are copied without them.
  */
 const DERIVED_CONNECTION_SETTINGS = ['maxPacketSize', 'clientFlags', 'pool', 'isServer'];
+
+/**
+ * The settings of a mysql2 promise pool's core pool, which reads `connectionLimit` whenever it
+ * needs a connection; null for a pool that does not keep them where mysql2 3.x does.
+ */
+function poolConfig(pool: Pool): { connectionLimit: number; maxIdle: number } | null {
+  const config = (pool as unknown as { pool?: { config?: { connectionLimit?: unknown } } }).pool
+    ?.config;
+  return typeof config?.connectionLimit === 'number'
+    ? (config as { connectionLimit: number; maxIdle: number })
+    : null;
+}
 
 /**
  * `MysqlJobStore`: the `JobStore` contract on MySQL 8+ and MariaDB 10.6+ through mysql2 — the
@@ -83,16 +131,22 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
   readonly tables: { jobs: string; schedules: string; migrations: string };
 
   /**
-   * Wakes subscribers when another connection adds jobs: it reads the end of the jobs' primary
-   * key every `notifyIntervalMs` while anyone listens (MySQL has no LISTEN/NOTIFY).
+   * Wakes subscribers when another connection adds jobs (MySQL has no LISTEN/NOTIFY): a wait on
+   * the server that enqueuers end (`WakeWaiter`), or, with `notifyIntervalMs`, a read of the end
+   * of the jobs' primary key every `notifyIntervalMs` while anyone listens.
    */
-  protected readonly notifier: WakeSignalWatcher;
+  protected readonly notifier: WakeWaiter | WakeSignalWatcher;
+  /** Wake-ups being sent after enqueues (awaited by `close()`). */
+  private readonly ringing = new Set<Promise<unknown>>();
   private readonly server: MysqlServerCheck;
+  /** Tables named without their database: only waiters on this connection's database. */
+  private readonly sameDatabaseWaiters: boolean;
+  private readonly poolSizing: PoolSizing;
 
   constructor(options: MysqlJobStoreOptions) {
     checkStoreOptions(options, '@jobs/mysql', OPTION_KEYS, {
       oneOf: ['uri', 'pool'],
-      positiveIntegers: ['connectionLimit', 'notifyIntervalMs'],
+      positiveIntegers: ['connectionLimit', 'notifyIntervalMs', 'notifyWaitMs'],
     });
     const tablePrefix = assertIdentifier(options.tablePrefix ?? 'jobs_', 'tablePrefix', {
       allowEmpty: true,
@@ -115,23 +169,25 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
     const ownPool: PoolOptions = {
       uri: options.uri,
       ...(database === null ? {} : { database }),
-      connectionLimit: options.connectionLimit ?? 10,
+      connectionLimit: options.connectionLimit ?? DEFAULT_POOL_SIZE,
       timezone: 'Z',
       dateStrings: true,
       supportBigNumbers: true,
       ...network,
     };
     const pool = options.pool ?? mysql.createPool(ownPool);
-    // Lease renewals get a connection of their own, on your pool's settings when it is yours.
-    const heartbeatPool = (): Pool => {
-      if (options.pool === undefined) return mysql.createPool({ ...ownPool, connectionLimit: 1 });
+    // Connections of the store's own (lease renewals, the wake-up wait), on your pool's
+    // settings when it is yours.
+    const ownSettings = (): PoolOptions => {
+      if (options.pool === undefined) return ownPool;
       const settings: Record<string, unknown> = {
         ...(options.pool as unknown as { pool: { config: { connectionConfig: object } } }).pool
           .config.connectionConfig,
       };
       for (const key of DERIVED_CONNECTION_SETTINGS) delete settings[key];
-      return mysql.createPool({ ...(settings as PoolOptions), ...network, connectionLimit: 1 });
+      return { ...(settings as PoolOptions), ...network };
     };
+    const heartbeatPool = (): Pool => mysql.createPool({ ...ownSettings(), connectionLimit: 1 });
     const executor = new MysqlExecutor(pool, options.pool === undefined, heartbeatPool, timeouts);
     super({
       label: '@jobs/mysql',
@@ -141,17 +197,29 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
       capabilities: {
         // Not pushed by the server: `subscribe` reads the dialect's wake signal (see below).
         notifications: true,
-        skipLocked: true,
         transactionalEnqueue: true,
         multiProcess: true,
-        concurrentCalls:
-          ((options.pool as unknown as { pool?: { config?: { connectionLimit?: number } } })?.pool
-            ?.config?.connectionLimit ??
-            ownPool.connectionLimit ??
-            10) > 1,
+        concurrentCalls: (poolConfig(pool)?.connectionLimit ?? DEFAULT_POOL_SIZE) > 1,
       },
     });
-    this.notifier = this.watchWakeSignal(options.notifyIntervalMs ?? 20);
+    this.notifier =
+      options.notifyIntervalMs === undefined
+        ? new WakeWaiter(
+            waiterPrefix(dialect.table('jobs'), (text) =>
+              createHash('sha1').update(text).digest('hex'),
+            ),
+            () => waitConnection(ownSettings(), timeouts),
+            {
+              sql: `SELECT EXISTS(SELECT 1 FROM ${dialect.table('jobs')} FORCE INDEX (ix_jobs_due)
+                WHERE waiting = 1 AND due_at <= UTC_TIMESTAMP(3)) AS v`,
+              params: [],
+            },
+            options.notifyWaitMs ?? DEFAULT_WAIT_MS,
+            timeouts.queryTimeoutMs,
+            driverErrno,
+          )
+        : this.watchWakeSignal(options.notifyIntervalMs);
+    this.sameDatabaseWaiters = database === null;
     this.tables = {
       jobs: dialect.table('jobs'),
       schedules: dialect.table('schedules'),
@@ -162,6 +230,33 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
     executor.beforeRun = async () => {
       await this.server.serverVersion();
     };
+    // Lease renewals have a connection of their own; the wake-signal reads take one of the pool's.
+    this.poolSizing = new PoolSizing({
+      size: () => poolConfig(pool)?.connectionLimit ?? null,
+      // Polled wake-signal reads take one of the pool's connections; the wait has its own.
+      own: options.notifyIntervalMs === undefined ? 0 : 1,
+      ...(options.pool || options.connectionLimit !== undefined
+        ? { sizeOption: options.pool ? "your pool's `connectionLimit`" : '`connectionLimit`' }
+        : {
+            sizeOption: '`connectionLimit`',
+            resize: (size: number) => {
+              const config = poolConfig(pool);
+              if (!config) return;
+              // Idle connections are kept up to `maxIdle`, which follows the limit by default.
+              if (config.maxIdle === config.connectionLimit) config.maxIdle = size;
+              config.connectionLimit = size;
+            },
+          }),
+    });
+  }
+
+  /**
+   * An engine starting with `connections` calls at once: the store's own pool (no
+   * `connectionLimit` given) grows to fit every engine on it; a given `connectionLimit`, or
+   * your pool, is kept (the engine warns when it is smaller).
+   */
+  reserveConnections(connections: number): ConnectionReservation {
+    return this.poolSizing.reserve(connections);
   }
 
   /** Counts of transparent deadlock / lock-wait-timeout retries since the store was created. */
@@ -187,9 +282,46 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
     return this.server.serverVersion();
   }
 
-  /** Wake-signal reads so far: what idle engines on this store cost the database. */
+  /**
+   * Statements the wake-ups sent so far (waits and wake-signal reads, or the polled reads):
+   * what idle engines on this store cost the database.
+   */
   get wakeSignalReads(): number {
-    return this.notifier.reads;
+    return this.notifier instanceof WakeWaiter ? this.notifier.statements : this.notifier.reads;
+  }
+
+  /**
+   * Inserts jobs (see `SqlJobStore.enqueue`); after a commit of its own (no `tx`), ends the
+   * waits of a few idle stores on these tables so they acquire at once — a number that grows
+   * with the batch, not with the nodes waiting. Jobs enqueued in your transaction are seen
+   * when the waits end (`notifyWaitMs`) or by the engines' own poll.
+   */
+  override async enqueue(
+    jobs: readonly NewJob[],
+    options?: EnqueueOptions,
+  ): Promise<EnqueueResult[]> {
+    const results = await super.enqueue(jobs, options);
+    if (
+      this.notifier instanceof WakeWaiter &&
+      (options?.tx === undefined || options.tx === null) &&
+      jobs.length > 0 &&
+      !this.closed
+    ) {
+      const limit = Math.min(MAX_RUNG, Math.max(MIN_RUNG, Math.ceil(jobs.length / 16)));
+      const prefix = this.notifier.prefix;
+      const ring = this.run('enqueue', () => ringWaiters(prefix, limit, this.sameDatabaseWaiters), {
+        transaction: false,
+      })
+        .catch(() => 0)
+        .finally(() => this.ringing.delete(ring));
+      this.ringing.add(ring);
+    }
+    return results;
+  }
+
+  override async close(): Promise<void> {
+    await Promise.all([...this.ringing]);
+    await super.close();
   }
 
   /** Driver errors as `[@jobs/mysql] <operation>: <message> (errno N)`. */

@@ -2,7 +2,7 @@
  * Shared set-up of the MySQL conformance test files (`conformance*.test.ts`).
  */
 import { fileURLToPath } from 'node:url';
-import { runJobStoreConformance } from '@jobs/conformance';
+import { type GroupName, runJobStoreConformance } from '@jobs/conformance';
 import type { PoolConnection } from 'mysql2/promise';
 import mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe } from 'vitest';
@@ -24,13 +24,15 @@ export interface ConformancePath {
   name: string;
   /** `false`: the MySQL path (no RETURNING: completion locks, then deletes). */
   deleteReturning: false | undefined;
+  /** Groups this run leaves to another, each with its reason (see `ConformanceOptions.skip`). */
+  skip?: Partial<Record<GroupName, string>>;
 }
 
 /**
  * The conformance suite on one path, in its own database. Two test files run it — the server's
  * own path and the MySQL 8 path — so vitest runs the two at once.
  */
-export function runMysqlConformance({ name, deleteReturning }: ConformancePath): void {
+export function runMysqlConformance({ name, deleteReturning, skip }: ConformancePath): void {
   describe.skipIf(!reachable)(`@jobs/mysql: ${name}`, () => {
     const options = deleteReturning === undefined ? {} : { deleteReturning };
     // One database per path; every test gets fresh tables under its own prefix.
@@ -49,6 +51,7 @@ export function runMysqlConformance({ name, deleteReturning }: ConformancePath):
 
     runJobStoreConformance<MysqlJobStore, PoolConnection>({
       name,
+      ...(skip ? { skip } : {}),
       createStore: async () => {
         const tablePrefix = `${randomName('t')}_`;
         const store = openStore(database, { tablePrefix, ...options });
@@ -57,6 +60,23 @@ export function runMysqlConformance({ name, deleteReturning }: ConformancePath):
       },
       connectPeer: async (store) =>
         openStore(database, { tablePrefix: prefixes.get(store), ...options }),
+      // Pinned: a capability or method lost here fails a test instead of skipping the ones it backs.
+      requires: {
+        capabilities: {
+          notifications: true,
+          transactionalEnqueue: true,
+          multiProcess: true,
+          scopeLimits: true,
+          keyModes: true,
+          blockedSet: true,
+          progress: true,
+          startMarks: true,
+          logs: true,
+          timeLimits: true,
+        },
+        abilities: ['cancellation', 'rateLimits', 'history', 'bulk', 'views', 'steps', 'waits'],
+        methods: ['completeAndAcquire', 'completeInTransaction', 'steps.saveInTransaction'],
+      },
       processPeer: (store) => ({
         module: peerModule,
         args: { uri: MYSQL_URL, database, tablePrefix: prefixes.get(store), ...options },
@@ -83,6 +103,17 @@ export function runMysqlConformance({ name, deleteReturning }: ConformancePath):
           )) as [{ n: number }[], unknown];
           return Number(rows[0]?.n ?? 0);
         },
+      },
+      // Enqueue from SQL: the store's `<prefix>enqueue` procedure, on a pooled connection or the
+      // caller's; its one row holds the id.
+      sqlEnqueue: async (store, { type, payload, options }, tx) => {
+        if (!txPool) throw new Error('no pool');
+        const text = `CALL \`${prefixes.get(store)}enqueue\`(?, ?, ?)`;
+        const [result] = (await (tx ?? txPool).query(text, [type, payload, options])) as [
+          { id: unknown }[][],
+          unknown,
+        ];
+        return String(result[0]?.[0]?.id);
       },
       transaction: {
         begin: async () => {

@@ -1,7 +1,12 @@
 import { StoreError } from '@jobs/core';
 import { backoffMs, parseMigration } from '@jobs/core/sql';
 import { describe, expect, it } from 'vitest';
-import { assertSupportedServer, parseServerVersion, supportsSkipLocked } from '../src/index.js';
+import {
+  assertSupportedServer,
+  parseServerVersion,
+  supportsExactNames,
+  supportsSkipLocked,
+} from '../src/index.js';
 
 describe('parseServerVersion', () => {
   it.each([
@@ -25,14 +30,20 @@ describe('parseServerVersion', () => {
 });
 
 describe('assertSupportedServer', () => {
-  it.each(['8.0.11', '8.4.0', '10.6.0-MariaDB', '10.11.19-MariaDB-0+deb12u1', '11.0.2-MariaDB'])(
-    'accepts %s (has SKIP LOCKED)',
-    (raw) => {
-      const version = parseServerVersion(raw);
-      expect(supportsSkipLocked(version)).toBe(true);
-      expect(() => assertSupportedServer(version)).not.toThrow();
-    },
-  );
+  it.each([
+    '8.0.17',
+    '8.1.0',
+    '8.4.0',
+    '9.1',
+    '10.6.0-MariaDB',
+    '10.11.19-MariaDB-0+deb12u1',
+    '11.0.2-MariaDB',
+  ])('accepts %s (has SKIP LOCKED and a NO PAD binary collation)', (raw) => {
+    const version = parseServerVersion(raw);
+    expect(supportsSkipLocked(version)).toBe(true);
+    expect(supportsExactNames(version)).toBe(true);
+    expect(() => assertSupportedServer(version)).not.toThrow();
+  });
 
   it.each([
     ['5.7.44-log', /MySQL 5\.7\.44/],
@@ -43,7 +54,16 @@ describe('assertSupportedServer', () => {
     expect(supportsSkipLocked(version)).toBe(false);
     expect(() => assertSupportedServer(version)).toThrow(StoreError);
     expect(() => assertSupportedServer(version)).toThrow(pattern);
-    expect(() => assertSupportedServer(version)).toThrow(/MySQL 8\.0\+ or MariaDB 10\.6\+/);
+    expect(() => assertSupportedServer(version)).toThrow(/MySQL 8\.0\.17\+ or MariaDB 10\.6\+/);
+  });
+
+  it('rejects MySQL 8.0 before 8.0.17: it has SKIP LOCKED but no NO PAD binary collation', () => {
+    const version = parseServerVersion('8.0.16');
+    expect(supportsSkipLocked(version)).toBe(true);
+    expect(supportsExactNames(version)).toBe(false);
+    expect(() => assertSupportedServer(version)).toThrow(
+      /MySQL 8\.0\.16 .*NO PAD binary collation/,
+    );
   });
 });
 

@@ -4,7 +4,14 @@
  * `meta`, written by the same INSERT as the job, so a run in any process, any time later, joins
  * the trace it came from.
  */
-import { checkMeta, type EnqueueDraft, type Job, type JobEngine, JobsError } from '@jobs/core';
+import {
+  checkMeta,
+  type EngineHooks,
+  type EnqueueDraft,
+  type Job,
+  type JobEngine,
+  JobsError,
+} from '@jobs/core';
 import {
   type Attributes,
   type Context,
@@ -33,6 +40,9 @@ import {
   ATTR_MESSAGING_OPERATION_NAME,
   ATTR_MESSAGING_OPERATION_TYPE,
   ATTR_MESSAGING_SYSTEM,
+  ATTR_STEP_NAME,
+  ATTR_STEP_REPLAYED,
+  ATTR_STEP_TRANSACTION,
   MESSAGING_SYSTEM,
   type RunOutcome,
 } from './semconv.js';
@@ -66,7 +76,7 @@ export interface InstrumentOptions {
    * propagator (e.g. with baggage); headers that would break `meta`'s limits are left out.
    */
   propagator?: TextMapPropagator;
-  /** How long one read of `store.queueStats()` serves the queue gauges, in ms. Default 5 000. */
+  /** How long one read of `store.views.queueStats()` serves the queue gauges, in ms. Default 5 000. */
   queueStatsCacheMs?: number;
 }
 
@@ -89,10 +99,13 @@ interface OpenRun {
  * Spans: `jobs.enqueue` (producer) around each `enqueue` / `enqueueMany` call, whose context is
  * stored in every job's `meta`; `jobs.run <type>` (consumer) per run, active while the handler
  * runs (its own spans are children), linked to or a child of the producer span (`link`), ended
- * when the outcome is known, with `jobs.job.outcome` and the error of a failed run.
+ * when the outcome is known, with `jobs.job.outcome` and the error of a failed run;
+ * `step <name>` (internal) per `ctx.step` call, a child of the run span, active while the
+ * step's function runs, with `jobs.step.name`, `jobs.step.transaction`, `jobs.step.replayed`
+ * (a step an earlier run completed: a short span, its function not run) and the error it threw.
  * Metrics: `jobs.started`, `jobs.completed`, `jobs.failed` (counters by type and queue),
  * `jobs.run.duration` (histogram, s), `jobs.queue.depth` and `jobs.queue.oldest_due.age`
- * (gauges per queue, read from `store.queueStats()`).
+ * (gauges per queue, read from `store.views.queueStats()`).
  *
  * @example
  * import { instrument } from '@jobs/otel';
@@ -138,6 +151,7 @@ export function instrument(
         },
       );
     },
+    step: (job, step, next) => traceStep(tracer, runs.get(job)?.span, job, step, next),
   });
 
   const end = (
@@ -170,6 +184,7 @@ export function instrument(
       end(job, willRetry ? 'retried' : 'deadletter', error),
     ),
     engine.on('lease-lost', ({ job }) => end(job, 'lease-lost')),
+    engine.on('sleeping', ({ job }) => end(job, 'sleeping')),
     engine.on('released', ({ jobs }) => {
       for (const job of jobs) end(job, 'released');
     }),
@@ -248,15 +263,7 @@ function traceEnqueue(
       span.end();
       return jobs;
     },
-    (error: unknown) => {
-      span.recordException(error instanceof Error ? error : String(error));
-      span.setStatus({
-        code: SpanStatusCode.ERROR,
-        message: error instanceof Error ? error.message : String(error),
-      });
-      span.end();
-      throw error;
-    },
+    (error: unknown) => endFailed(span, error),
   );
 }
 
@@ -278,6 +285,59 @@ function addHeaders(meta: Record<string, string>, headers: Record<string, string
   const chosen = fits(added) ? added : added.filter(([key]) => key === 'traceparent');
   if (chosen.length > 0 && (chosen === added || fits(chosen)))
     Object.assign(meta, Object.fromEntries(chosen));
+}
+
+type StepCall = Parameters<NonNullable<EngineHooks['step']>>[1];
+
+/**
+ * The span of one `ctx.step` call, active while its function runs so the function's own spans
+ * are its children. Its parent is the active span when that belongs to the run's trace (the run
+ * span, or a span the handler opened around the step), else the run span.
+ */
+function traceStep(
+  tracer: Tracer,
+  runSpan: Span | undefined,
+  job: Job,
+  step: StepCall,
+  next: () => Promise<unknown>,
+): Promise<unknown> {
+  let parent = context.active();
+  const active = trace.getSpanContext(parent);
+  const run = runSpan?.spanContext();
+  if (runSpan && run && active?.traceId !== run.traceId) parent = trace.setSpan(parent, runSpan);
+  const span = tracer.startSpan(
+    `step ${step.name}`,
+    {
+      kind: SpanKind.INTERNAL,
+      attributes: {
+        [ATTR_JOB_ID]: job.id,
+        [ATTR_JOB_TYPE]: job.type,
+        [ATTR_JOB_ATTEMPT]: job.attempts,
+        [ATTR_STEP_NAME]: step.name,
+        [ATTR_STEP_TRANSACTION]: step.transaction,
+        [ATTR_STEP_REPLAYED]: step.replayed,
+      },
+    },
+    parent,
+  );
+  return context.with(trace.setSpan(parent, span), next).then(
+    (value) => {
+      span.end();
+      return value;
+    },
+    (error: unknown) => endFailed(span, error),
+  );
+}
+
+/** Ends `span` as failed by `error` (the exception recorded, status ERROR), then throws it on. */
+function endFailed(span: Span, error: unknown): never {
+  span.recordException(error instanceof Error ? error : String(error));
+  span.setStatus({
+    code: SpanStatusCode.ERROR,
+    message: error instanceof Error ? error.message : String(error),
+  });
+  span.end();
+  throw error;
 }
 
 /** The context a run starts in, and its links, from the trace context in the job's `meta`. */

@@ -1,6 +1,6 @@
 /**
  * The engine's metrics: runs started, completed and failed, how long handlers ran, and the
- * queues' depth and oldest due job, read from `store.queueStats()` when the meter collects.
+ * queues' depth and oldest due job, read from `store.views.queueStats()` when the meter collects.
  */
 import { isWaitingState, type JobStore, type QueueStatsRow } from '@jobs/core';
 import {
@@ -78,12 +78,12 @@ export function createJobMetrics(meter: Meter, store: JobStore, statsCacheMs: nu
  * oldest due waiting job (0 when none is due). Each collection reuses the last read of
  * `queueStats()` and the store's clock while it is younger than `cacheMs`, so several readers
  * or a short export interval cost the database one read per `cacheMs`. A store without
- * `queueStats` gets no gauges; a read that fails skips one collection.
+ * `views` (its `queueStats`) gets no gauges; a read that fails skips one collection.
  */
 function observeQueues(meter: Meter, store: JobStore, cacheMs: number): () => void {
-  const queueStats = store.queueStats?.bind(store);
-  if (!queueStats) {
-    diag.debug(`@jobs/otel: the ${store.name} store has no queueStats(); no queue gauges`);
+  const views = store.views;
+  if (!views) {
+    diag.debug(`@jobs/otel: the ${store.name} store has no views (queueStats); no queue gauges`);
     return () => undefined;
   }
   const depth = meter.createObservableGauge('jobs.queue.depth', {
@@ -100,7 +100,7 @@ function observeQueues(meter: Meter, store: JobStore, cacheMs: number): () => vo
   let reading: Promise<StatsRead | null> | null = null;
   const read = (): Promise<StatsRead | null> => {
     if (cached && performance.now() - cached.at < cacheMs) return Promise.resolve(cached);
-    reading ??= Promise.all([queueStats(), store.now()])
+    reading ??= Promise.all([views.queueStats(), store.now()])
       .then(([rows, now]): StatsRead => {
         cached = { at: performance.now(), rows, now };
         return cached;

@@ -14,6 +14,9 @@ export const ATTR_JOB_TYPE = 'jobs.job.type';
 export const ATTR_JOB_ATTEMPT = 'jobs.job.attempt';
 export const ATTR_JOB_OUTCOME = 'jobs.job.outcome';
 export const ATTR_JOB_STATE = 'jobs.job.state';
+export const ATTR_STEP_NAME = 'jobs.step.name';
+export const ATTR_STEP_TRANSACTION = 'jobs.step.transaction';
+export const ATTR_STEP_REPLAYED = 'jobs.step.replayed';
 
 /** `messaging.system` of every span and metric. */
 export const MESSAGING_SYSTEM = 'jobs';
@@ -21,6 +24,13 @@ export const MESSAGING_SYSTEM = 'jobs';
 /**
  * How a run ended, as `jobs.job.outcome`: `completed`; failed with a retry left (`retried`) or
  * none (`deadletter`); its lease lost (`lease-lost`, nothing of the run was recorded); or
- * given back unfinished by a `stop()` that timed out (`released`).
+ * given back unfinished by a `stop()` that timed out (`released`); or waiting after
+ * `ctx.sleep` (`sleeping`: not a failure, the job runs again after its wake time).
  */
-export type RunOutcome = 'completed' | 'retried' | 'deadletter' | 'lease-lost' | 'released';
+export type RunOutcome =
+  | 'completed'
+  | 'retried'
+  | 'deadletter'
+  | 'lease-lost'
+  | 'released'
+  | 'sleeping';

@@ -122,8 +122,8 @@ describe('instrument', () => {
   it('the queue gauges read queueStats() once per cache period, however often the meter collects', async () => {
     const { engine, store } = setup();
     let reads = 0;
-    const queueStats = store.queueStats.bind(store);
-    store.queueStats = () => {
+    const queueStats = store.views.queueStats;
+    store.views.queueStats = () => {
       reads += 1;
       return queueStats();
     };

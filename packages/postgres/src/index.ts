@@ -8,4 +8,9 @@
  */
 
 export { loadMigrations, type Migration } from './migrate.js';
-export { PostgresJobStore, type PostgresJobStoreOptions } from './postgres-store.js';
+export type { Pooler } from './pg-executor.js';
+export {
+  PostgresJobStore,
+  type PostgresJobStoreOptions,
+  type WakeUps,
+} from './postgres-store.js';

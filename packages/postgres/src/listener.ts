@@ -5,11 +5,20 @@
 import { ownConnectionListener, type ReconnectingListener } from '@jobs/core/sql';
 import pg from 'pg';
 
-/** A listener whose connections are opened with `connection` (the store's settings). */
+/**
+ * A listener whose connections are opened with `connection` (the store's settings), LISTENing
+ * on `channels`; each connection opens with the `application_name` that `applicationName` gives
+ * then (see `wake-targets.ts`).
+ */
 export function notificationListener(
   connection: pg.ClientConfig,
-  channel: string,
+  channels: string | readonly string[],
   queryTimeoutMs: number,
+  applicationName?: () => string,
 ): ReconnectingListener<pg.Client> {
-  return ownConnectionListener(() => new pg.Client(connection), channel, queryTimeoutMs);
+  const newClient = () =>
+    new pg.Client(
+      applicationName ? { ...connection, application_name: applicationName() } : connection,
+    );
+  return ownConnectionListener(newClient, channels, queryTimeoutMs);
 }

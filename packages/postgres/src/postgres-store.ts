@@ -1,18 +1,51 @@
-import { assertIdentifier } from '@jobs/core';
+import {
+  type AcquireRequest,
+  assertIdentifier,
+  type ConnectionReservation,
+  type EnqueueResult,
+  type Job,
+  type JobCompletion,
+  StoreError,
+  ValidationError,
+} from '@jobs/core';
 import {
   checkStoreOptions,
+  DEFAULT_POOL_SIZE,
   NETWORK_TIMEOUT_OPTIONS,
   type NetworkTimeoutOptions,
   NotifyingSqlJobStore,
+  PoolSizing,
+  PROBE_PAYLOAD,
   postgresDialect,
+  type Query,
   type ReconnectingListener,
   resolveConnectionTimeouts,
+  type SqlEnv,
 } from '@jobs/core/sql';
-import pg from 'pg';
+import pg, { type Client, type ClientConfig, type Pool } from 'pg';
 import { notificationListener } from './listener.js';
-import { connectionSettings, PgExecutor } from './pg-executor.js';
+import { connectionSettings, PgExecutor, type Pooler } from './pg-executor.js';
+import {
+  CoalescedWakes,
+  IN_TRANSACTION_WAKE_TARGETS,
+  WakeTargets,
+  wakeTargetsFor,
+} from './wake-targets.js';
 
-const OPTION_KEYS = ['connectionString', 'pool', 'max', 'schema', 'notifyChannel'];
+/** How long a test notification may take to come back before the listener is called deaf. */
+const PROBE_MS = 3_000;
+
+const OPTION_KEYS = [
+  'connectionString',
+  'pool',
+  'max',
+  'schema',
+  'notifyChannel',
+  'pooler',
+  'listenConnectionString',
+  'onWarning',
+  'wakeUps',
+];
 
 /**
  * The store's options; `connectTimeoutMs`, `queryTimeoutMs` and `keepAliveDelayMs` bound its
@@ -22,13 +55,60 @@ export interface PostgresJobStoreOptions extends NetworkTimeoutOptions {
   /** A `postgres://` URL; the store opens (and closes) its own pool. */
   connectionString?: string;
   /** Your pool; the store uses it and leaves closing it to you. */
-  pool?: pg.Pool;
-  /** Pool size when the store opens its own pool. Default 10. */
+  pool?: Pool;
+  /**
+   * Pool size when the store opens its own pool. Default: 10, grown when an engine starts to
+   * what its engines may use at once (`concurrency + 6` each: every handler in
+   * `ctx.transaction`, plus the engine's own calls). A size given here is kept; an engine that
+   * may need more logs one warning naming both numbers.
+   */
   max?: number;
   /** Schema holding the tables. Default `jobs`. */
   schema?: string;
   /** LISTEN/NOTIFY channel. Default `<schema>_jobs`. */
   notifyChannel?: string;
+  /**
+   * What sits between the store and PostgreSQL. `'transaction'`: a pooler in transaction mode
+   * (PgBouncer's `pool_mode = transaction`): the store prepares no named statements, keeps no
+   * session state (the server's timeouts are `SET LOCAL` in every transaction, and every call
+   * runs in one) and LISTENs only on `listenConnectionString` — without it, engines poll
+   * (a warning says so). `'session'` (default): a direct connection, or a pooler in session mode.
+   */
+  pooler?: Pooler;
+  /**
+   * A `postgres://` URL for the LISTEN connection, straight to PostgreSQL (not through a
+   * transaction pooler, which hands the LISTEN's server connection to someone else: nothing is
+   * heard). Default: the pool's connection settings.
+   */
+  listenConnectionString?: string;
+  /** Where the store's warnings go (a listener that hears nothing…). Default `console.warn`. */
+  onWarning?: (message: string) => void;
+  /**
+   * Whom an enqueue wakes. `'broadcast'` (default): every listening node. `'targeted'`: a few
+   * idle nodes — as many as jobs were enqueued, at most 8 (2 for an enqueue inside your
+   * transaction) — or, when none is idle, every node; an idle node is one whose last
+   * acquisition came back short. Choose `'targeted'` only when every node on the store's tables
+   * runs the same handlers, queues and tenants, and give it to all of them: in a mixed pool a
+   * woken node may not run the job, which then waits for a node's poll (`pollIntervalMs`).
+   */
+  wakeUps?: WakeUps;
+}
+
+/** Whom an enqueue wakes: a few idle nodes, or every node. */
+export type WakeUps = 'targeted' | 'broadcast';
+
+/** How long `close()` waits for a wake-up under way. */
+const WAKE_DRAIN_MS = 1_000;
+
+/** `query`'s `?` parameters numbered `$1…` (pg's own placeholders). */
+function numbered(query: Query): { text: string; values: unknown[] } {
+  let n = 1;
+  return { text: query.sql.replace(/\?/g, () => `$${n++}`), values: [...query.params] };
+}
+
+/** pg's pool keeps its settings, `max` filled in, as `options`; it reads `max` on each connect. */
+function poolOptions(pool: Pool): { max: number } {
+  return (pool as unknown as { options: { max: number } }).options;
 }
 
 /**
@@ -61,14 +141,45 @@ export class PostgresJobStore extends NotifyingSqlJobStore {
   /** The LISTEN/NOTIFY channel. */
   readonly channel: string;
   /** The pool the store queries through. */
-  readonly pool: pg.Pool;
-  protected readonly notifier: ReconnectingListener<pg.Client>;
+  readonly pool: Pool;
+  protected readonly notifier: ReconnectingListener<Client>;
+  private readonly poolSizing: PoolSizing;
+  private readonly warn: (message: string) => void;
+  private probed = false;
+  /** Whom wake-ups go to (see `wake-targets.ts`). */
+  readonly wakeUps: WakeUps;
+  private readonly targets: WakeTargets;
+  /** Wake-ups after enqueues that committed, coalesced. */
+  private readonly wakes: CoalescedWakes;
+  /** The context of enqueues outside the caller's transaction: no NOTIFY in them. */
+  private readonly quietContext: SqlEnv;
+  /** The last acquisition came back short: the engines here have room. */
+  private room = false;
+  /** Subscribers now (engines, `engine.result` waits). */
+  private subscribers = 0;
+  /** What the listening connection's name says (see `wake-targets.ts`). */
+  private named = false;
 
   constructor(options: PostgresJobStoreOptions) {
     checkStoreOptions(options, '@jobs/postgres', [...OPTION_KEYS, ...NETWORK_TIMEOUT_OPTIONS], {
       oneOf: ['connectionString', 'pool'],
       positiveIntegers: ['max'],
     });
+    const pooler = options.pooler ?? 'session';
+    if (pooler !== 'session' && pooler !== 'transaction') {
+      throw new ValidationError(
+        'pooler',
+        `[@jobs/postgres] must be 'transaction' (a pooler in transaction mode) or 'session' (a direct connection, or a pooler in session mode), not ${JSON.stringify(pooler)}`,
+      );
+    }
+    const warn = options.onWarning ?? ((message: string) => console.warn(message));
+    // LISTEN through a transaction pooler hears nothing: without a direct URL, engines poll.
+    const listens = pooler === 'session' || options.listenConnectionString !== undefined;
+    if (!listens) {
+      warn(
+        "[@jobs/postgres] pooler: 'transaction' without listenConnectionString: LISTEN through a transaction pooler hears no notifications, so engines poll for new jobs (pollIntervalMs). Pass listenConnectionString, a URL straight to PostgreSQL, for wake-ups.",
+      );
+    }
     const timeouts = resolveConnectionTimeouts(options, '@jobs/postgres');
     const settings = connectionSettings(timeouts);
     const schema = assertIdentifier(options.schema ?? 'jobs', 'schema', { max: 48 });
@@ -79,7 +190,7 @@ export class PostgresJobStore extends NotifyingSqlJobStore {
       options.pool ??
       new pg.Pool({
         connectionString: options.connectionString,
-        max: options.max ?? 10,
+        max: options.max ?? DEFAULT_POOL_SIZE,
         ...settings,
       });
     // A pool emits 'error' when an idle client dies (server restart); without a listener that
@@ -88,29 +199,190 @@ export class PostgresJobStore extends NotifyingSqlJobStore {
     // The pool's own settings (pg keeps them as `options`), with the store's timeouts, open
     // the extra connections (heartbeat, LISTEN): they are the store's even on your pool.
     const connection = {
-      ...(pool as unknown as { options: pg.ClientConfig }).options,
+      ...(pool as unknown as { options: ClientConfig }).options,
       ...settings,
     };
-    const dialect = postgresDialect({ tablePrefix: '', schema });
+    const wakeUps = options.wakeUps ?? 'broadcast';
+    if (wakeUps !== 'targeted' && wakeUps !== 'broadcast') {
+      throw new ValidationError(
+        'wakeUps',
+        `[@jobs/postgres] must be 'targeted' (a few idle nodes) or 'broadcast' (every node), not ${JSON.stringify(wakeUps)}`,
+      );
+    }
+    const targets = new WakeTargets(channel);
+    const dialect = postgresDialect({ tablePrefix: '', schema, notifyChannel: channel });
     super({
       label: '@jobs/postgres',
       name: 'postgres',
       dialect,
-      executor: new PgExecutor(pool, connection, !options.pool, dialect, timeouts),
+      executor: new PgExecutor(pool, connection, !options.pool, dialect, timeouts, pooler),
       capabilities: {
-        notifications: true,
-        skipLocked: true,
+        notifications: listens,
         transactionalEnqueue: true,
         multiProcess: true,
         // Completions beside acquisitions, on another pooled connection (not one fused call).
-        concurrentCalls: ((pool as unknown as { options: { max?: number } }).options.max ?? 10) > 1,
+        concurrentCalls: poolOptions(pool).max > 1,
       },
-      notify: dialect.wakeQuery?.(channel),
+      notify:
+        wakeUps === 'targeted'
+          ? targets.notifyQuery(IN_TRANSACTION_WAKE_TARGETS)
+          : dialect.wakeQuery?.(channel),
+    });
+    this.wakeUps = wakeUps;
+    this.targets = targets;
+    this.quietContext = { ...this.context, notify: null };
+    this.wakes = new CoalescedWakes((jobs) => {
+      const query =
+        wakeUps === 'targeted'
+          ? targets.notifyQuery(wakeTargetsFor(jobs), true)
+          : { sql: "SELECT pg_notify(?, '')", params: [channel] };
+      const { text, values } = numbered(query);
+      return this.closed ? Promise.resolve() : pool.query(text, values);
     });
     this.schema = schema;
     this.channel = channel;
     this.pool = pool;
-    this.notifier = notificationListener(connection, channel, timeouts.queryTimeoutMs);
+    this.warn = warn;
+    const listenConnection: ClientConfig =
+      options.listenConnectionString === undefined
+        ? connection
+        : { ...settings, connectionString: options.listenConnectionString };
+    this.notifier =
+      wakeUps === 'targeted'
+        ? notificationListener(
+            listenConnection,
+            [channel, targets.ownChannel],
+            timeouts.queryTimeoutMs,
+            () => targets.applicationName(this.named),
+          )
+        : notificationListener(listenConnection, channel, timeouts.queryTimeoutMs);
+    // Lease renewals and LISTEN have connections of their own: the pool serves the engines' calls.
+    this.poolSizing = new PoolSizing({
+      size: () => poolOptions(pool).max,
+      own: 0,
+      ...(options.pool || options.max !== undefined
+        ? { sizeOption: options.pool ? "your pool's `max`" : '`max`' }
+        : {
+            sizeOption: '`max`',
+            resize: (size: number) => {
+              poolOptions(pool).max = size;
+            },
+          }),
+    });
+  }
+
+  /** Enqueues outside the caller's transaction send no NOTIFY: they wake after commit. */
+  protected override enqueueEnv(inCallerTx: boolean): SqlEnv {
+    return inCallerTx ? this.context : this.quietContext;
+  }
+
+  /** Wakes nodes for the jobs an enqueue created, coalesced with other enqueues' wake-ups. */
+  protected override enqueueCommitted(results: readonly EnqueueResult[]): void {
+    let created = 0;
+    for (const result of results) if (result.created) created++;
+    this.wakes.request(created);
+  }
+
+  override async acquire(request: AcquireRequest): Promise<Job[]> {
+    const jobs = await super.acquire(request);
+    this.room = jobs.length < request.limit;
+    this.rename();
+    return jobs;
+  }
+
+  override async completeAndAcquire(
+    done: readonly JobCompletion[],
+    request: AcquireRequest,
+  ): Promise<{ lost: string[]; jobs: Job[] }> {
+    const result = await super.completeAndAcquire(done, request);
+    this.room = result.jobs.length < request.limit;
+    this.rename();
+    return result;
+  }
+
+  /**
+   * A wake-up target is a store with subscribers whose last acquisition came back short (an
+   * engine here has room; a store that never acquired, such as one only waiting for
+   * `engine.result`, is none): the listening connection's `application_name` says so, set once
+   * per change, so wake-ups find the idle nodes.
+   */
+  private rename(): void {
+    const idle = this.room && this.subscribers > 0;
+    if (idle === this.named || this.wakeUps !== 'targeted') return;
+    this.named = idle;
+    const name = this.targets.applicationName(idle);
+    void this.notifier
+      .ready()
+      .then((client) => client?.query("SELECT set_config('application_name', $1, false)", [name]))
+      .catch(() => undefined); // a lost connection reconnects under the current name
+  }
+
+  /** Sends the wake-ups under way (for at most a second), then closes. */
+  override async close(): Promise<void> {
+    if (this.closed) return;
+    await Promise.race([
+      this.wakes.drained(),
+      new Promise((resolve) => setTimeout(resolve, WAKE_DRAIN_MS).unref()),
+    ]);
+    await super.close();
+  }
+
+  /**
+   * An engine starting with `connections` calls at once: the store's own pool (no `max` given)
+   * grows to fit every engine on it; a given `max`, or your pool, is kept (the engine warns
+   * when it is smaller).
+   */
+  reserveConnections(connections: number): ConnectionReservation {
+    return this.poolSizing.reserve(connections);
+  }
+
+  /**
+   * Adds a subscriber (see `NotifyingSqlJobStore.subscribe`); the first one also sends one test
+   * notification once the listener is up, and warns when it is not heard (a LISTEN through a
+   * transaction pooler, or a listener on another database than the pool's).
+   */
+  override subscribe(listener: () => void): () => void {
+    if (!this.capabilities.notifications) {
+      throw new StoreError(
+        "[@jobs/postgres] subscribe: no notifications behind pooler: 'transaction' without listenConnectionString",
+      );
+    }
+    const unsubscribe = super.subscribe(listener);
+    this.subscribers++;
+    this.rename();
+    let subscribed = true;
+    const leave = (): void => {
+      if (!subscribed) return;
+      subscribed = false;
+      this.subscribers--;
+      this.rename();
+      unsubscribe();
+    };
+    if (!this.probed) {
+      this.probed = true;
+      void this.probe();
+    }
+    return leave;
+  }
+
+  /** Sends a notification through the pool and warns unless the listener hears it in time. */
+  private async probe(): Promise<void> {
+    try {
+      if ((await this.notifier.ready()) === null || this.closed) return;
+      const before = this.notifier.heard;
+      const heard = () => this.notifier.heard > before;
+      await this.pool.query('SELECT pg_notify($1, $2)', [this.channel, PROBE_PAYLOAD]);
+      for (let waited = 0; !heard() && !this.closed && waited < PROBE_MS; waited += 50) {
+        await new Promise((resolve) => setTimeout(resolve, 50).unref());
+      }
+      if (!heard() && !this.closed) {
+        this.warn(
+          `[@jobs/postgres] the listening connection heard no notification ${PROBE_MS / 1000} s after one was sent on "${this.channel}": engines wake only by polling. A LISTEN through a transaction pooler hears nothing: set pooler: 'transaction' and listenConnectionString to a URL straight to PostgreSQL.`,
+        );
+      }
+    } catch {
+      // The store closed, or the server went away: the listener reconnects on its own.
+    }
   }
 
   /**

@@ -80,7 +80,6 @@ describe.skipIf(!reachable)('blocked sets: races with settles', () => {
       executor,
       capabilities: {
         notifications: false,
-        skipLocked: true,
         transactionalEnqueue: true,
         multiProcess: true,
       },
@@ -94,7 +93,7 @@ describe.skipIf(!reachable)('blocked sets: races with settles', () => {
     ).map((r) => r.job);
     const [running] = await store.acquire(REQUEST);
     expect(running?.id).toBe(jobs[0]?.id);
-    await store.deleteMany?.({ scope, state: ['timer', 'async'] }, 1_000);
+    await store.bulk?.deleteMany({ scope, state: ['timer', 'async'] }, 1_000);
     const blocked = jobs[101] as Job;
     expect((await store.getJob(blocked.id))?.state).toBe('blocked');
     // J comes in a caller's transaction: no rebalance of its own, it waits in line behind B.

@@ -4,21 +4,22 @@
  * crashed with an immediate shutdown and shut down fast, then started again, several times.
  * The shared server on 5432 is never touched. Needs `dist` of core, conformance and postgres.
  */
-import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { runRestartScenario } from '@jobs/conformance';
+import { missingBuild, runRestartScenario } from '@jobs/conformance';
 import { PostgresJobStore } from '../src/index.js';
 
 const fixture = fileURLToPath(new URL('./fixtures/chaos-store.mjs', import.meta.url));
-const built = ['../dist/index.js', '../../core/dist/index.js'].every((path) =>
-  existsSync(fileURLToPath(new URL(path, import.meta.url))),
+const unbuilt = missingBuild(
+  ['../dist/index.js', '../../core/dist/index.js', '../../conformance/dist/index.js'].map(
+    (path) => new URL(path, import.meta.url),
+  ),
 );
 const schema = 'jobs';
 
 runRestartScenario({
   name: 'postgres',
   server: 'postgres',
-  skip: built ? null : 'build core and postgres first (npx tsup)',
+  skip: unbuilt,
   setup: async (server) => {
     const store = new PostgresJobStore({ connectionString: server.url(), schema, max: 4 });
     await store.migrate();

@@ -3,20 +3,21 @@
  * on the built packages, some behind a TCP proxy that black-holes, refuses and cuts, one
  * killed with SIGKILL. Needs `dist` of core, conformance and postgres (CI builds first).
  */
-import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { runChaosScenarios } from '@jobs/conformance';
+import { missingBuild, runChaosScenarios } from '@jobs/conformance';
 import { dropSchema, openStore, PG_URL, randomSchema, reachable } from './helpers.js';
 
 const fixture = fileURLToPath(new URL('./fixtures/chaos-store.mjs', import.meta.url));
-const built = ['../dist/index.js', '../../core/dist/index.js'].every((path) =>
-  existsSync(fileURLToPath(new URL(path, import.meta.url))),
+const unbuilt = missingBuild(
+  ['../dist/index.js', '../../core/dist/index.js', '../../conformance/dist/index.js'].map(
+    (path) => new URL(path, import.meta.url),
+  ),
 );
 
 runChaosScenarios({
   name: 'postgres',
   databaseUrl: PG_URL,
-  skip: !reachable ? 'no PostgreSQL' : !built ? 'build core and postgres first (npx tsup)' : null,
+  skip: reachable ? unbuilt : `no PostgreSQL at ${PG_URL}`,
   setup: async () => {
     const schema = randomSchema('chaos');
     const store = openStore(schema);

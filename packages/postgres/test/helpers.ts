@@ -81,7 +81,6 @@ export function prefixedStore(schema: string, prefix: string): SqlJobStore {
     executor: new PgExecutor(pool, { connectionString: PG_URL }, true, dialect),
     capabilities: {
       notifications: false,
-      skipLocked: true,
       transactionalEnqueue: false,
       multiProcess: true,
     },

@@ -3,15 +3,11 @@
  * engine processes run the built packages: `npx tsup` in core and postgres first (CI builds
  * first).
  */
-import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { runScheduleOverlapProcessTest } from '@jobs/conformance';
+import { missingBuild, runScheduleOverlapProcessTest } from '@jobs/conformance';
 import { dropSchema, openStore, PG_URL, randomSchema, reachable } from './helpers.js';
 
 const PEER = fileURLToPath(new URL('./fixtures/peer-store.mjs', import.meta.url));
-const built =
-  existsSync(fileURLToPath(new URL('../dist/index.js', import.meta.url))) &&
-  existsSync(fileURLToPath(new URL('../../core/dist/index.js', import.meta.url)));
 
 runScheduleOverlapProcessTest({
   name: 'PostgreSQL',
@@ -20,7 +16,8 @@ runScheduleOverlapProcessTest({
   processPeer: (store) => ({ module: PEER, args: { url: PG_URL, schema: store.schema } }),
   skip: !reachable
     ? `no PostgreSQL at ${PG_URL}`
-    : !built
-      ? 'build @jobs/core and @jobs/postgres first (npx tsup)'
-      : null,
+    : missingBuild([
+        new URL('../dist/index.js', import.meta.url),
+        new URL('../../core/dist/index.js', import.meta.url),
+      ]),
 });

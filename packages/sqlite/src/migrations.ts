@@ -8,10 +8,10 @@ import {
   parseMigration,
   SQLITE_MIGRATION_FILES,
   SqliteSyncExecutor,
-  sqlContext,
+  sqlEnv,
   sqliteDialect,
 } from '@jobs/core/sql';
-import type BetterSqlite3 from 'better-sqlite3';
+import type { Database } from 'better-sqlite3';
 
 /** One numbered schema step, `NNNN_name.sql`. */
 export interface SqliteMigration {
@@ -72,7 +72,7 @@ function readFolder(directory: string): Record<string, string> {
  * later one finds the work done). Returns the versions this call applied.
  */
 export function applyMigrations(
-  db: BetterSqlite3.Database,
+  db: Database,
   prefix: string,
   migrations: readonly SqliteMigration[] = loadMigrations(),
 ): number[] {
@@ -82,6 +82,6 @@ export function applyMigrations(
       parseMigration(`${String(m.version).padStart(4, '0')}_${m.name}`, m.sql, { prefix }),
     ),
   };
-  const op = migrate(sqlContext(dialect, '@jobs/sqlite'));
+  const op = migrate(sqlEnv(dialect, '@jobs/sqlite'));
   return new SqliteSyncExecutor({ connection: () => db }).runSync(op, { transaction: true });
 }

@@ -15,10 +15,10 @@ import {
   SqliteSyncExecutor,
   sqliteDialect,
 } from '@jobs/core/sql';
-import Database from 'better-sqlite3';
+import Database, { type Database as BetterSqliteDatabase } from 'better-sqlite3';
 
 /** A better-sqlite3 connection (`new Database(file)`). */
-export type SqliteDatabase = Database.Database;
+export type SqliteDatabase = BetterSqliteDatabase;
 
 export interface SqliteJobStoreOptions {
   /** Database file, created when missing. Required unless `db` is given. */
@@ -42,6 +42,8 @@ export interface SqliteJobStoreOptions {
   /**
    * How often `subscribe` checks `PRAGMA data_version` for other connections' commits. Default
    * 10 ms: a check reads no pages; a wake-up that finds nothing due costs one read, not the lock.
+   * A change of the database's `-wal` file triggers a check at once besides (this interval is
+   * the fallback).
    */
   notifyIntervalMs?: number;
   /** The store's clock (tests inject a `FakeClock`). Default: this process's clock. */
@@ -93,6 +95,9 @@ export class SqliteJobStore extends NotifyingSqlJobStore {
     const watcher = new SqliteCommitWatcher(
       () => (db.open ? executor.dataVersion() : null),
       interval,
+      // Other processes' commits write the WAL file: its change events wake us before the poll.
+      db.memory ? null : `${db.name}-wal`,
+      () => executor.counters.statements,
     );
     // An injected clock is read in SQL as `SQLITE_CLOCK_FUNCTION`, on each connection.
     const withClock = (connection: SqliteDatabase): SqliteDatabase =>
@@ -102,7 +107,7 @@ export class SqliteJobStore extends NotifyingSqlJobStore {
     const executor = new SqliteSyncExecutor({
       connection: () => db,
       closeConnection: !given,
-      source: '@jobs/sqlite',
+      label: '@jobs/sqlite',
       onWake: () => watcher.wakeSoon(),
       // Handlers' transactions (`ctx.transaction`) on a second connection to the file.
       ...(db.memory ? {} : { openConnection: () => withClock(open(db.name, busyTimeoutMs)) }),
@@ -123,9 +128,6 @@ export class SqliteJobStore extends NotifyingSqlJobStore {
       executor,
       capabilities: {
         notifications: true,
-        // BEGIN IMMEDIATE serialises writers: an acquirer never waits on rows another one holds,
-        // it sees them already taken.
-        skipLocked: true,
         transactionalEnqueue: true,
         multiProcess: true,
       },

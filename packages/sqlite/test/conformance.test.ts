@@ -10,6 +10,24 @@ runJobStoreConformance<SqliteJobStore, Database.Database>({
   name: 'sqlite',
   // A fresh file per store: files are the unit of isolation, so no prefix is needed.
   createStore: async () => new SqliteJobStore({ filename: freshFile() }),
+  createStoreOnClock: async (clock) => new SqliteJobStore({ filename: freshFile(), clock }),
+  // Pinned: a capability or method lost here fails a test instead of skipping the ones it backs.
+  requires: {
+    capabilities: {
+      notifications: true,
+      transactionalEnqueue: true,
+      multiProcess: true,
+      scopeLimits: true,
+      keyModes: true,
+      blockedSet: true,
+      progress: true,
+      startMarks: true,
+      logs: true,
+      timeLimits: true,
+    },
+    abilities: ['cancellation', 'rateLimits', 'history', 'bulk', 'views', 'steps', 'waits'],
+    methods: ['completeAndAcquire', 'completeInTransaction', 'steps.saveInTransaction'],
+  },
   connectPeer: async (store) => new SqliteJobStore({ filename: store.db.name }),
   processPeer: (store) => ({
     module: peerModule,
@@ -42,6 +60,31 @@ runJobStoreConformance<SqliteJobStore, Database.Database>({
           }
         ).n,
       ),
+  },
+  // Enqueue from SQL: an INSERT into the `jobs_enqueue` view on a connection of its own (or the
+  // caller's), then the id it wrote — or its key's holder — read in the same transaction.
+  sqlEnqueue: async (store, { type, payload, options }, tx) => {
+    const db = (tx as Database.Database | undefined) ?? new Database(store.db.name);
+    try {
+      db.pragma('busy_timeout = 5000');
+      const write = db.transaction(() => {
+        db.prepare('INSERT INTO jobs_enqueue (type, payload, options) VALUES (?, ?, ?)').run(
+          type,
+          payload,
+          options,
+        );
+        const key = (JSON.parse(options) as { key?: unknown } | null)?.key;
+        const row = (
+          typeof key === 'string'
+            ? db.prepare('SELECT id FROM jobs_jobs WHERE job_key = ?').get(key)
+            : db.prepare('SELECT max(id) AS id FROM jobs_jobs').get()
+        ) as { id: number };
+        return String(row.id);
+      });
+      return write();
+    } finally {
+      if (!tx) db.close();
+    }
   },
   // The caller's transaction on a connection of its own (as an app's would be): enqueue joins it
   // synchronously; commit and rollback end it.

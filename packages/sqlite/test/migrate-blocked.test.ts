@@ -113,15 +113,24 @@ function addJobs(db: Database.Database): void {
 }
 
 /** The jobs table's columns, indexes (with their SQL) and rows. */
+/** Columns later migrations add (0009: `started_at`): kept out of the before/after comparison. */
+/** Columns later migrations add (0009 started_at, 0012 timeout_ms and logs, 0013 steps). */
+const LATER_COLUMNS = new Set(['started_at', 'timeout_ms', 'logs', 'steps']);
+
 function snapshot(db: Database.Database) {
+  const rows = db.prepare(`SELECT * FROM ${P}jobs ORDER BY id`).all() as Record<string, unknown>[];
   return {
-    columns: db.prepare(`PRAGMA table_xinfo("${P}jobs")`).all(),
+    columns: (db.prepare(`PRAGMA table_xinfo("${P}jobs")`).all() as { name: string }[]).filter(
+      (column) => !LATER_COLUMNS.has(column.name),
+    ),
     indexes: db
       .prepare(
         `SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? ORDER BY name`,
       )
       .all(`${P}jobs`) as { name: string; sql: string | null }[],
-    rows: db.prepare(`SELECT * FROM ${P}jobs ORDER BY id`).all(),
+    rows: rows.map((row) =>
+      Object.fromEntries(Object.entries(row).filter(([name]) => !LATER_COLUMNS.has(name))),
+    ),
   };
 }
 

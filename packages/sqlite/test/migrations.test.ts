@@ -68,10 +68,11 @@ describe('migrations', () => {
     expect(loadMigrations(migrationsDirectory())).toEqual(migrations);
   });
 
-  test('migrate() is idempotent and records each version once', async () => {
-    const store = await openStore();
-    await store.migrate();
-    await store.migrate();
+  test('migrate() is idempotent, records each version once and says which it applied', async () => {
+    const store = peerOf(freshFile());
+    const newest = ALL_VERSIONS[ALL_VERSIONS.length - 1];
+    expect(await store.migrate()).toEqual({ applied: ALL_VERSIONS, version: newest });
+    expect(await store.migrate()).toEqual({ applied: [], version: newest });
     expect(store.db.prepare('SELECT version FROM jobs_jobs_migrations').pluck().all()).toEqual(
       ALL_VERSIONS,
     );
@@ -179,9 +180,11 @@ describe('one schema for every path', () => {
       .all();
     expect(tables).toEqual([
       'jobs_jobs',
+      'jobs_jobs_followups',
       'jobs_jobs_history',
       'jobs_jobs_migrations',
       'jobs_jobs_rate_limits',
+      'jobs_jobs_signals',
       'jobs_schedules',
     ]);
     expect(schemaOf(store.db, 'jobs_')).toEqual(schemaOf((await openStore()).db, 'jobs_'));

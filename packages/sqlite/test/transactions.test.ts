@@ -89,6 +89,10 @@ describe("enqueue inside the caller's transaction", () => {
     await expect(store.enqueue([newJob()], { tx: { not: 'a db' } })).rejects.toThrow(
       /better-sqlite3 Database/,
     );
+    // The store itself (what holds the connections, like a pool) says what to pass instead.
+    await expect(store.enqueue([newJob()], { tx: store })).rejects.toThrow(
+      /tx must be a better-sqlite3 Database \(e\.g\. store\.db\) inside db\.transaction/,
+    );
     expect(countJobs(store.db.name)).toBe(0);
   });
 

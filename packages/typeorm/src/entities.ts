@@ -4,6 +4,7 @@
  */
 import {
   describeTables,
+  type FollowupRow,
   type HistoryRow,
   type JobRow,
   type RateLimitRow,
@@ -25,6 +26,7 @@ type JobsEntities = [
   EntitySchema<ScheduleRow>,
   EntitySchema<HistoryRow>,
   EntitySchema<RateLimitRow>,
+  EntitySchema<FollowupRow>,
 ];
 
 /** A described table as an entity (in `schema` on PostgreSQL). */
@@ -53,7 +55,7 @@ function entity(table: TableDescription, schema: string | null): EntitySchema {
 
 /**
  * The store's tables as TypeORM entities, for the DataSource's `entities`: jobs, schedules,
- * history and rate-limit windows. Give the store's `tablePrefix` and `schema`, if it has them:
+ * history, rate-limit windows and key follow-ups. Give the store's `tablePrefix` and `schema`, if it has them:
  * the defaults are the store's (`jobs_jobs`, `jobs_schedules`, … on MySQL/MariaDB and SQLite,
  * `jobs.jobs`, `jobs.schedules`, … on PostgreSQL); a store whose DataSource names a `schema`
  * uses that schema: pass it here.

@@ -11,7 +11,7 @@ import {
   mysqlDialect,
   postgresDialect,
   type Query,
-  sqlContext,
+  sqlEnv,
   sqliteDialect,
 } from '@jobs/core/sql';
 import type { MigrationInterface, QueryRunner } from 'typeorm';
@@ -58,13 +58,21 @@ type Metadata = Record<'selectTypeormMetadataSql' | 'insertTypeormMetadataSql', 
  * `typeorm_metadata` (made with TypeORM's DDL if missing), where TypeORM reads their
  * expressions (the server rewords them) for its schema diff of `jobsEntities`.
  */
-export async function migrateOn(runner: QueryRunner, dialect: Dialect, prefix: string) {
+export async function migrateOn(
+  runner: QueryRunner,
+  dialect: Dialect,
+  prefix: string,
+): Promise<number[]> {
   const { lock, unlock } = dialect.migrateLock;
   const send = (q: Query) => runner.query(dialect.placeholders(q.sql), [...q.params]);
   try {
     for (const query of lock) await send(query);
-    await runOnQueryRunner(runner, dialect, migrate(sqlContext(dialect, '@jobs/typeorm')));
-    if (dialect.name !== 'mysql') return;
+    const applied = await runOnQueryRunner(
+      runner,
+      dialect,
+      migrate(sqlEnv(dialect, '@jobs/typeorm')),
+    );
+    if (dialect.name !== 'mysql') return applied;
     const builder = runner.connection.driver.createSchemaBuilder() as unknown as {
       createTypeormMetadataTable(runner: QueryRunner): Promise<void>;
     };
@@ -78,6 +86,7 @@ export async function migrateOn(runner: QueryRunner, dialect: Dialect, prefix: s
       const insert = sql.insertTypeormMetadataSql.call(runner, { ...where, value });
       await runner.query(insert.query, insert.parameters);
     }
+    return applied;
   } finally {
     for (const query of unlock) await send(query);
   }
@@ -108,7 +117,15 @@ export function jobsMigration(tablePrefix?: string): new () => MigrationInterfac
 
     async down(runner: QueryRunner): Promise<void> {
       const { dialect } = of(runner);
-      for (const table of ['rate_limits', 'history', 'schedules', 'jobs', 'migrations'] as const) {
+      for (const table of [
+        'signals',
+        'followups',
+        'rate_limits',
+        'history',
+        'schedules',
+        'jobs',
+        'migrations',
+      ] as const) {
         await runner.query(`DROP TABLE IF EXISTS ${dialect.table(table)}`);
       }
     }

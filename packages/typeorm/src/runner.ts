@@ -61,11 +61,24 @@ function callerRunner(dataSource: DataSource, tx: unknown): QueryRunner {
   const given = Object(tx) as Partial<QueryRunner> & { queryRunner?: QueryRunner };
   const runner = 'isTransactionActive' in given ? (given as QueryRunner) : given.queryRunner;
   if (runner?.isTransactionActive && runner.connection === dataSource) return runner;
+  const pass =
+    'pass the EntityManager (or QueryRunner) of an open transaction, e.g. the manager of dataSource.transaction(async (manager) => …)';
+  // A DataSource (or its own manager) runs each query on a pooled connection, outside any
+  // transaction of yours; a QueryRunner or manager outside a transaction commits at once.
+  const shape = given as { createQueryRunner?: unknown; transaction?: unknown };
+  const what =
+    typeof shape.createQueryRunner === 'function'
+      ? 'is a DataSource'
+      : 'isTransactionActive' in given
+        ? 'is a QueryRunner outside a transaction (no startTransaction())'
+        : typeof shape.transaction === 'function'
+          ? 'is an EntityManager outside a transaction (e.g. dataSource.manager)'
+          : 'is no EntityManager or QueryRunner';
   throw new ValidationError(
     'tx',
     runner?.isTransactionActive
       ? "[@jobs/typeorm] belongs to another DataSource than the store's"
-      : '[@jobs/typeorm] must be the EntityManager (or QueryRunner) of an open transaction, e.g. the manager of dataSource.transaction(async (manager) => …)',
+      : `[@jobs/typeorm] ${what}, so the job would commit on its own, outside your transaction: ${pass}`,
   );
 }
 

@@ -1,4 +1,4 @@
-import type { AcquireRequest, Job } from '@jobs/core';
+import type { AcquireRequest, ConnectionReservation, Job, MigrationResult } from '@jobs/core';
 import { StoreError, ValidationError } from '@jobs/core';
 import {
   checkStoreOptions,
@@ -6,6 +6,7 @@ import {
   type NetworkTimeoutOptions,
   NotifyingSqlJobStore,
   ownConnectionListener,
+  PoolSizing,
   resolveConnectionTimeouts,
   SqliteCommitWatcher,
   type StoreNotifier,
@@ -19,6 +20,21 @@ type PostgresDriver = {
   postgres: { Client: new (o: object) => ListenClient };
   master: { options: object };
 };
+
+/**
+ * The size of the DataSource's pool as its driver opened it (pg's `max`, mysql2's
+ * `connectionLimit`, whichever option set it); null before it is up, or for a replication
+ * cluster.
+ */
+function dataSourcePoolSize(dataSource: DataSource): number | null {
+  if (!dataSource.isInitialized) return null;
+  const driver = dataSource.driver as unknown as {
+    master?: { options?: { max?: unknown } };
+    pool?: { config?: { connectionLimit?: unknown } };
+  };
+  const size = driver.master?.options?.max ?? driver.pool?.config?.connectionLimit;
+  return typeof size === 'number' ? size : null;
+}
 
 /** DataSource types the store runs on. `mariadb` uses the MySQL dialect. */
 export type TypeormJobsDriver = 'postgres' | 'mysql' | 'mariadb' | 'better-sqlite3';
@@ -80,6 +96,8 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
   protected readonly notifier: StoreNotifier;
   private readonly destroyOnClose: boolean;
   private readonly prefix: string;
+  /** The app's pool is the app's to size: reservations are only compared with it. */
+  private readonly poolSizing: PoolSizing;
 
   constructor(options: TypeormJobStoreOptions) {
     if (typeof options?.dataSource?.createQueryRunner !== 'function') {
@@ -96,7 +114,7 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
     const executor =
       dialect.name === 'sqlite'
         ? new TypeormSqliteExecutor(dataSource, dialect, {
-            source: '@jobs/typeorm',
+            label: '@jobs/typeorm',
             maxStatements: 200,
             onWake: () => watcher?.wakeSoon(),
             foreignTransactionWaitMs: options.sqliteTransactionWaitMs ?? 10_000,
@@ -111,7 +129,6 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
       executor,
       capabilities: {
         notifications: true,
-        skipLocked: dialect.name !== 'sqlite',
         transactionalEnqueue: true,
         multiProcess: true,
         concurrentCalls:
@@ -122,6 +139,13 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
     this.dataSource = dataSource;
     this.prefix = prefix;
     this.destroyOnClose = options.destroyDataSourceOnClose ?? false;
+    const mysql = dialect.name === 'mysql';
+    this.poolSizing = new PoolSizing({
+      size: () => (dialect.name === 'sqlite' ? null : dataSourcePoolSize(dataSource)),
+      // MySQL's wake-signal reads take a connection of the pool; LISTEN has its own.
+      own: mysql ? 1 : 0,
+      sizeOption: `the DataSource's \`poolSize\` (or \`extra.${mysql ? 'connectionLimit' : 'max'}\`)`,
+    });
     if (executor instanceof TypeormSqliteExecutor) {
       // Reads 0 until TypeORM's connection is open (its first real reading wakes once, harmlessly).
       const read = () => (dataSource.isInitialized ? executor.dataVersion() : 0);
@@ -138,10 +162,18 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
   }
 
   /**
+   * An engine starting with `connections` calls at once: compared with the DataSource's pool,
+   * which the app sizes (the engine warns when it is smaller).
+   */
+  reserveConnections(connections: number): ConnectionReservation {
+    return this.poolSizing.reserve(connections);
+  }
+
+  /**
    * Creates or upgrades the tables (see `SqlJobStore.migrate`); on MySQL/MariaDB also describes
    * the generated columns to TypeORM, so its schema diff of `jobsEntities` comes out empty.
    */
-  override async migrate(): Promise<void> {
+  override async migrate(): Promise<MigrationResult> {
     if (this.dialect.name !== 'mysql') return super.migrate();
     if (this.closed) throw new StoreError('[@jobs/typeorm] migrate: the store is closed');
     let runner: QueryRunner | undefined;
@@ -149,7 +181,8 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
       await (this.executor as TypeormExecutor).ready();
       runner = this.dataSource.createQueryRunner();
       // Unbounded, as every migration (it may wait for another process's).
-      await migrateOn(runner, this.dialect, this.prefix);
+      const applied = await migrateOn(runner, this.dialect, this.prefix);
+      return { applied, version: this.schemaVersion() };
     } catch (error) {
       throw this.wrap('migrate', error);
     } finally {

@@ -99,6 +99,30 @@ export function runTypeormConformance(driver: Driver): void {
       await empty(slot, driver);
       free.push(slot);
     },
+    // The racing schedule runners (16 s a run) repeat the direct store's run statement for
+    // statement: the TypeORM executor's transactions and locks under races are what this run
+    // adds, and ownership, transactions, handler-transaction and faults prove those here.
+    skip: {
+      'schedule-engine': `the same SQL as @jobs/${driver === 'better-sqlite3' ? 'sqlite' : driver}'s direct run, which races the schedule runners; this executor's transactions and locks are proven by the ownership, transactions and faults groups`,
+    },
+    // Pinned: a capability or method lost here fails a test instead of skipping the ones it backs.
+    requires: {
+      capabilities: {
+        notifications: true,
+        // SQLite has no SKIP LOCKED, and the store says so there.
+        transactionalEnqueue: true,
+        multiProcess: true,
+        scopeLimits: true,
+        keyModes: true,
+        blockedSet: true,
+        progress: true,
+        startMarks: true,
+        logs: true,
+        timeLimits: true,
+      },
+      abilities: ['cancellation', 'rateLimits', 'history', 'bulk', 'views', 'steps', 'waits'],
+      methods: ['completeAndAcquire', 'completeInTransaction', 'steps.saveInTransaction'],
+    },
     connectPeer: async (store) => {
       const slot = slots.get(store);
       if (!slot) throw new Error('unknown store');
@@ -147,6 +171,40 @@ export function runTypeormConformance(driver: Driver): void {
         )) as { n: unknown }[];
         return Number(rows[0]?.n ?? 0);
       },
+    },
+    // Enqueue from SQL through TypeORM's query(): PostgreSQL's function, MySQL's procedure,
+    // SQLite's view (then the id it wrote, or its key's holder, read in the same transaction).
+    sqlEnqueue: async (store, { type, payload, options }, tx) => {
+      const run = async (manager: EntityManager): Promise<string> => {
+        if (driver === 'postgres') {
+          const db = slots.get(store)?.db.options as { schema: string } | undefined;
+          const schema = db?.schema ?? 'public';
+          const rows = (await manager.query(
+            `SELECT "${schema}".enqueue($1, $2::jsonb, $3::jsonb) AS id`,
+            [type, payload, options],
+          )) as { id: unknown }[];
+          return String(rows[0]?.id);
+        }
+        if (driver !== 'better-sqlite3') {
+          const result = (await manager.query('CALL `jobs_enqueue`(?, ?, ?)', [
+            type,
+            payload,
+            options,
+          ])) as { id: unknown }[][];
+          return String(result[0]?.[0]?.id);
+        }
+        await manager.query('INSERT INTO jobs_enqueue (type, payload, options) VALUES (?, ?, ?)', [
+          type,
+          payload,
+          options,
+        ]);
+        const key = (JSON.parse(options) as { key?: unknown } | null)?.key;
+        const rows = (await (typeof key === 'string'
+          ? manager.query('SELECT id FROM jobs_jobs WHERE job_key = ?', [key])
+          : manager.query('SELECT max(id) AS id FROM jobs_jobs'))) as { id: unknown }[];
+        return String(rows[0]?.id);
+      };
+      return tx ? run(tx) : store.dataSource.transaction(run);
     },
     transaction: {
       begin: async (store) => {

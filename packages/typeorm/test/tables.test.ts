@@ -164,6 +164,8 @@ describe.each(drivers)('describeTables on %s', (driver) => {
         'd_schedules',
         'd_jobs_history',
         'd_jobs_rate_limits',
+        'd_jobs_followups',
+        'd_jobs_signals',
       ]);
       for (const table of tables) {
         const described = shape(table);

@@ -3,7 +3,7 @@ import { makeNewJob } from '@jobs/conformance';
  * Jobs inside the app's own TypeORM transactions (the transactional outbox), on every driver:
  * the app's row and its job commit together or not at all, and a JobEngine runs what committed.
  */
-import { JobEngine } from '@jobs/core';
+import { JobEngine, ValidationError } from '@jobs/core';
 import { DataSource, EntitySchema } from 'typeorm';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TypeormJobStore } from '../src/index.js';
@@ -99,10 +99,32 @@ describe.each(drivers)('transactional enqueue on %s', (driver) => {
 
   it('tx that is not an open transaction is rejected and nothing is written', async () => {
     const { dataSource, engine, store } = await setup();
+    const pass =
+      /so the job would commit on its own, outside your transaction: pass the EntityManager \(or QueryRunner\) of an open transaction/;
+    // The DataSource (the pool of TypeORM), its manager, a QueryRunner never started.
+    const refused = engine.enqueue('t', {}, { tx: dataSource });
+    await expect(refused).rejects.toThrow(ValidationError);
+    await expect(refused).rejects.toThrow(/^tx: \[@jobs\/typeorm\] is a DataSource, /);
+    await expect(refused).rejects.toThrow(pass);
     await expect(engine.enqueue('t', {}, { tx: dataSource.manager })).rejects.toThrow(
-      /open transaction/,
+      /is an EntityManager outside a transaction/,
     );
-    await expect(engine.enqueue('t', {}, { tx: {} })).rejects.toThrow(/open transaction/);
+    const runner = dataSource.createQueryRunner();
+    await runner.connect();
+    try {
+      await expect(engine.enqueue('t', {}, { tx: runner })).rejects.toThrow(
+        /is a QueryRunner outside a transaction \(no startTransaction\(\)\)/,
+      );
+      // Committed, it is outside again.
+      await runner.startTransaction();
+      await runner.commitTransaction();
+      await expect(engine.enqueue('t', {}, { tx: runner })).rejects.toThrow(pass);
+    } finally {
+      await runner.release();
+    }
+    await expect(engine.enqueue('t', {}, { tx: {} })).rejects.toThrow(
+      /is no EntityManager or QueryRunner/,
+    );
     expect(await store.stats()).toEqual([]);
   });
 

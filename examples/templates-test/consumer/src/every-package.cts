@@ -21,7 +21,7 @@ async function main(): Promise<void> {
   const { ok } = await engine.health();
   await store.migrate();
   const page = await dashboard
-    .createDashboard({ store, logger: core.silentLogger })
+    .createDashboard({ store, logger: core.silentLogger, allowedHosts: ['app.test'] })
     .fetch(new Request('http://app.test/jobs'));
   if (page.status !== 200) throw new Error(`the dashboard answered ${page.status}`);
   await engine.stop();

@@ -60,6 +60,7 @@ await sqlite.migrate();
 const dashboardOptions: DashboardOptions = {
   store: sqlite,
   basePath: '/jobs',
+  allowedHosts: ['app.test'],
   authorize: () => false,
   logger: silentLogger,
   countLimit: 1_000,

@@ -1,5 +1,5 @@
 /**
- * `jobs cancel <id>`: cancels one job. A job that is not running is removed at once (history
+ * `jobsctl cancel <id>`: cancels one job. A job that is not running is removed at once (history
  * outcome `cancelled`); a running one is flagged, and its owner stops it at its next lease
  * renewal (its `ctx.signal` aborts with a `CancelledError`). A job that already finished says so.
  */
@@ -17,7 +17,7 @@ export function registerCancel(program: Command, app: App): void {
     .option('--json', 'print { id, type, outcome } (outcome: cancelled | requested)')
     .addHelpText(
       'after',
-      "\nA running job's owner learns of the cancel from its next lease renewal (every leaseMs / 3)\nand ends it cancelled; it is never retried. A job whose completion committed first stays\ncompleted.\n\nExample:\n  jobs cancel 1042 --db ./jobs.db",
+      "\nA running job's owner learns of the cancel from its next lease renewal (every leaseMs / 3)\nand ends it cancelled; it is never retried. A job whose completion committed first stays\ncompleted.\n\nExample:\n  jobsctl cancel 1042 --db ./jobs.db",
     )
     .action(async (id: string, options: { json?: boolean }, command: Command) => {
       await app.withSession(command, async ({ engine }) => {

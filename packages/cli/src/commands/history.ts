@@ -1,4 +1,4 @@
-/** `jobs history`: finished jobs the store keeps, newest first, a page at a time (keyset cursor). */
+/** `jobsctl history`: finished jobs the store keeps, newest first, a page at a time (keyset cursor). */
 import {
   HISTORY_OUTCOMES,
   type HistoryOutcome,
@@ -39,7 +39,7 @@ function parseTime(value: string): Date {
   return date;
 }
 
-/** The table `jobs history` prints. */
+/** The table `jobsctl history` prints. */
 export function renderHistory(records: readonly JobHistoryRecord[], now: number): string {
   return table(
     ['ID', 'TYPE', 'OUTCOME', 'FINISHED', 'DURATION', 'ATTEMPTS', 'LAST ERROR'],
@@ -78,7 +78,7 @@ export function registerHistory(program: Command, app: App): void {
     )
     .addHelpText(
       'after',
-      '\nExamples:\n  jobs history --outcome deadletter --since 2025-03-01\n  jobs history --type send-email --limit 100 --json',
+      '\nExamples:\n  jobsctl history --outcome deadletter --since 2025-03-01\n  jobsctl history --type send-email --limit 100 --json',
     )
     .action(async (options: HistoryOptions, cmd: Command) => {
       await app.withSession(cmd, async ({ store, engine }) => {

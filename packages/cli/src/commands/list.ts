@@ -1,4 +1,4 @@
-/** `jobs list`: jobs matching filters, a page at a time, as a table or JSON. */
+/** `jobsctl list`: jobs matching filters, a page at a time, as a table or JSON. */
 import type { Job } from '@jobs/core';
 import type { Command } from 'commander';
 import { type App, type FilterOptions, integer, toFilter, withFilterOptions } from '../app.js';
@@ -10,7 +10,7 @@ interface ListOptions extends FilterOptions {
   json?: boolean;
 }
 
-/** The table `jobs list` prints. */
+/** The table `jobsctl list` prints. */
 export function renderJobs(jobs: readonly Job[], now: number): string {
   return table(
     ['ID', 'TYPE', 'STATE', 'QUEUE', 'DUE', 'ATTEMPTS', 'RETRIES LEFT', 'SCOPE', 'LAST ERROR'],
@@ -39,7 +39,7 @@ export function registerList(program: Command, app: App): void {
     .option('--json', 'print a JSON array of jobs (times as ISO-8601 strings)')
     .addHelpText(
       'after',
-      '\nExamples:\n  jobs list --state deadletter --type send-email\n  jobs list --queue reports --limit 100 --offset 100 --json',
+      '\nExamples:\n  jobsctl list --state deadletter --type send-email\n  jobsctl list --queue reports --limit 100 --offset 100 --json',
     )
     .action(async (options: ListOptions, cmd: Command) => {
       await app.withSession(cmd, async ({ store, engine }) => {

@@ -1,5 +1,5 @@
 /**
- * `jobs retry` and `jobs delete`: one job by id, or every job matching filters with `--all`
+ * `jobsctl retry` and `jobsctl delete`: one job by id, or every job matching filters with `--all`
  * (batched, a progress bar on a terminal, `--dry-run` to count first).
  */
 import { type JobEngine, type JobFilter, JobsError } from '@jobs/core';
@@ -46,7 +46,7 @@ const ACTIONS: readonly Action[] = [
     past: 'retried',
     description: 'move dead-letter jobs back to async with fresh retries: one by id, or --all',
     all: 'every dead-letter job matching the filters',
-    help: '\nExamples:\n  jobs retry 1042\n  jobs retry --all --state deadletter --type send-email --dry-run\n  jobs retry --all --type send-email',
+    help: '\nExamples:\n  jobsctl retry 1042\n  jobsctl retry --all --state deadletter --type send-email --dry-run\n  jobsctl retry --all --type send-email',
     checkFilter(filter) {
       const states = Array.isArray(filter.state) ? filter.state : [filter.state ?? 'deadletter'];
       if (states.some((state) => state !== 'deadletter')) {
@@ -67,7 +67,7 @@ const ACTIONS: readonly Action[] = [
     past: 'deleted',
     description: 'delete jobs in any state: one by id, or --all matching filters',
     all: 'every job matching the filters (at least one filter is required)',
-    help: '\nA running job that is deleted finds its lease lost: its result is not recorded.\n\nExamples:\n  jobs delete 1042\n  jobs delete --all --state deadletter --type old-report --dry-run',
+    help: '\nA running job that is deleted finds its lease lost: its result is not recorded.\n\nExamples:\n  jobsctl delete 1042\n  jobsctl delete --all --state deadletter --type old-report --dry-run',
     checkFilter(filter) {
       if (Object.keys(filter).length === 0) {
         throw new UsageError(
@@ -77,8 +77,12 @@ const ACTIONS: readonly Action[] = [
       return filter;
     },
     async act(engine, id) {
+      // A running job is not deleted under its handler: it gets a cancel request instead.
+      const running = (await engine.admin.getJob(id))?.state === 'running';
       if (!(await engine.admin.deleteJob(id))) throw new CliError(`job ${id} does not exist`);
-      return `deleted job ${id}`;
+      return running
+        ? `job ${id} is running: cancel requested — it is removed (outcome cancelled) when its worker stops it`
+        : `deleted job ${id}`;
     },
   },
 ];

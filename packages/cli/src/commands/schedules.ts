@@ -1,10 +1,10 @@
-/** `jobs schedules`: list schedules with their next fire time; pause and resume them by name. */
+/** `jobsctl schedules`: list schedules with their next fire time; pause and resume them by name. */
 import type { ScheduleInfo } from '@jobs/core';
 import type { Command } from 'commander';
 import type { App } from '../app.js';
 import { cell, inZone, table } from '../format.js';
 
-/** One schedule as `jobs schedules --json` prints it. */
+/** One schedule as `jobsctl schedules --json` prints it. */
 export interface ScheduleJson {
   name: string;
   type: string;
@@ -75,7 +75,7 @@ export function registerSchedules(program: Command, app: App): void {
     .command('list', { isDefault: true })
     .description('schedules with trigger, next fire time in their time zone, fired/skipped, paused')
     .option('--json', 'print a JSON array of schedules (see the README for the fields)')
-    .addHelpText('after', '\nExample:\n  jobs schedules --db ./jobs.db')
+    .addHelpText('after', '\nExample:\n  jobsctl schedules --db ./jobs.db')
     .action(async (options: { json?: boolean }, cmd: Command) => {
       await app.withSession(cmd, async ({ engine }) => {
         const list = (await engine.admin.listSchedules()).map(scheduleJson);

@@ -1,12 +1,13 @@
 /**
- * `jobs show <id>`: every field of one job (its scope with its limit, whether a cancel was
- * requested), its payload and latest progress as indented JSON, its last error.
+ * `jobsctl show <id>`: every field of one job (its scope with its limit, whether a cancel was
+ * requested), its payload and latest progress as indented JSON, its log, its durable steps
+ * (`ctx.step`: name, when, how long, result), its last error.
  */
 import type { Job } from '@jobs/core';
 import type { Command } from 'commander';
 import type { App } from '../app.js';
 import { CliError } from '../errors.js';
-import { duration, relative, scopeCell, utc, withScopeLimit } from '../format.js';
+import { cell, duration, relative, scopeCell, utc, withScopeLimit } from '../format.js';
 
 /**
  * A finished job as history keeps it: `admin.getJob` returns one for a job that left the table
@@ -61,6 +62,18 @@ export function renderJob(job: FoundJob, now: number): string {
     ['lock owner', job.lockOwner ?? '-'],
     ['lease expires', when(job.lockExpiresAt, now)],
   ];
+  if (job.state === 'running' && job.startedAt !== undefined) {
+    // Start marks: a job leased and waiting in its owner's prefetch has not started.
+    fields.push([
+      'started',
+      job.startedAt
+        ? when(job.startedAt, now)
+        : 'not yet (acquired, waiting in its owner’s prefetch)',
+    ]);
+  }
+  if (finished && finished.startedAt)
+    fields.push(['last run started', when(finished.startedAt, now)]);
+  if (job.timeoutMs) fields.push(['time limit', duration(job.timeoutMs)]);
   if (!finished) fields.push(['cancel requested', job.cancelRequested ? 'yes' : 'no']);
   if (finished) {
     fields.push(
@@ -76,6 +89,26 @@ export function renderJob(job: FoundJob, now: number): string {
   out.push('', 'Payload:', indent(JSON.stringify(job.payload, null, 2) ?? 'null'));
   if (job.progress !== undefined && job.progress !== null) {
     out.push('', 'Progress:', indent(JSON.stringify(job.progress, null, 2)));
+  }
+  if (job.logs && job.logs.length > 0) {
+    out.push(
+      '',
+      `Log (${job.logs.length} line${job.logs.length === 1 ? '' : 's'}):`,
+      ...job.logs.map((line) => `  ${utc(line.at)}  ${line.message}`),
+    );
+  }
+  if (job.steps && job.steps.length > 0) {
+    const names = Math.max(...job.steps.map((step) => step.name.length));
+    const took = job.steps.map((step) => duration(step.durationMs));
+    const tookWidth = Math.max(...took.map((text) => text.length));
+    out.push(
+      '',
+      `Steps (${job.steps.length}):`,
+      ...job.steps.map(
+        (step, i) =>
+          `  ${utc(step.at)}  ${step.name.padEnd(names)}  ${(took[i] as string).padStart(tookWidth)}  ${cell(JSON.stringify(step.result) ?? 'null', 80)}`,
+      ),
+    );
   }
   if (finished) out.push('', 'Result:', indent(JSON.stringify(finished.result, null, 2) ?? 'null'));
   if (job.lastError) {
@@ -93,7 +126,7 @@ export function registerShow(program: Command, app: App): void {
     .description('show one job: every field, its payload and its last error with the stack')
     .argument('<id>', 'the job id')
     .option('--json', 'print the job as a JSON object (times as ISO-8601 strings)')
-    .addHelpText('after', '\nExample:\n  jobs show 1042 --db ./jobs.db')
+    .addHelpText('after', '\nExample:\n  jobsctl show 1042 --db ./jobs.db')
     .action(async (id: string, options: { json?: boolean }, command: Command) => {
       await app.withSession(command, async ({ store, engine }) => {
         const job: FoundJob | null = await engine.admin.getJob(id);

@@ -1,5 +1,5 @@
 /**
- * `jobs status`: counts per queue, type and state; the oldest waiting job's age; running jobs
+ * `jobsctl status`: counts per queue, type and state; the oldest waiting job's age; running jobs
  * per owner with their lease expiry; types waiting over a minute that nobody takes.
  */
 import { isWaitingState, JOB_STATES, type JobState } from '@jobs/core';
@@ -14,7 +14,7 @@ export interface QueueStatus {
   queue: string;
   type: string;
   counts: Record<JobState, number>;
-  /** Waiting jobs (`timer`, `async`) due now: the backlog. */
+  /** Waiting jobs (`timer`, `async`) due now: the backlog. Blocked jobs are not in it. */
   due: number;
   /** Due time of the oldest of them; null when none is due. */
   oldestDueAt: string | null;
@@ -31,7 +31,7 @@ export interface OwnerStatus {
   expired: number;
 }
 
-/** What `jobs status --json` prints. */
+/** What `jobsctl status --json` prints. */
 export interface StatusReport {
   database: string;
   store: string;
@@ -52,7 +52,7 @@ const zero = (): Record<JobState, number> =>
 export async function readStatus({ store, engine, target }: Session): Promise<StatusReport> {
   const now = (await store.now()).getTime();
   const stats = await engine.admin.stats();
-  const rows = await store.queueStats();
+  const rows = await store.views.queueStats();
   const running = await listAll(engine, { state: 'running' }, (job) => job);
 
   const queues = new Map<string, QueueStatus & { oldest: number | null }>();
@@ -69,9 +69,12 @@ export async function readStatus({ store, engine, target }: Session): Promise<St
     };
     entry.counts[row.state] += row.count;
     if (isWaitingState(row.state) && row.due > 0) {
-      entry.due += row.due;
       const due = row.oldestDueAt.getTime();
-      if (entry.oldest === null || due < entry.oldest) entry.oldest = due;
+      // Blocked jobs wait for a slot of their scope, not for a worker: not the backlog.
+      if (row.state !== 'blocked') {
+        entry.due += row.due;
+        if (entry.oldest === null || due < entry.oldest) entry.oldest = due;
+      }
       if (oldestWaiting === null || due < Date.parse(oldestWaiting.dueAt)) {
         oldestWaiting = {
           queue: row.queue,
@@ -205,7 +208,7 @@ export function registerStatus(program: Command, app: App): void {
       'counts per queue, type and state; oldest waiting job; running jobs per owner; overdue types',
     )
     .option('--json', 'print a JSON object (see the README for its fields)')
-    .addHelpText('after', '\nExample:\n  jobs status --db postgres://app@db:5432/app')
+    .addHelpText('after', '\nExample:\n  jobsctl status --db postgres://app@db:5432/app')
     .action(async (options: { json?: boolean }, command: Command) => {
       await app.withSession(command, async (session) => {
         const report = await readStatus(session);

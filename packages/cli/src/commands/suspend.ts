@@ -1,4 +1,4 @@
-/** `jobs suspend` / `jobs activate`: park waiting jobs matching filters, and bring them back. */
+/** `jobsctl suspend` / `jobsctl activate`: park waiting jobs matching filters, and bring them back. */
 import type { JobEngine, JobFilter } from '@jobs/core';
 import type { Command } from 'commander';
 import {
@@ -25,7 +25,7 @@ const COMMANDS: readonly {
     past: 'suspended',
     description:
       'move waiting jobs (timer, async, blocked) matching filters to suspended: never run until activated',
-    example: 'jobs suspend --tenant acme --type sync',
+    example: 'jobsctl suspend --tenant acme --type sync',
     needsFilter: true,
     run: (engine, filter) => engine.admin.suspend(filter),
   },
@@ -33,7 +33,7 @@ const COMMANDS: readonly {
     name: 'activate',
     past: 'activated',
     description: 'return suspended jobs matching filters (all, without filters) to where they were',
-    example: 'jobs activate --tenant acme',
+    example: 'jobsctl activate --tenant acme',
     needsFilter: false,
     run: (engine, filter) => engine.admin.activate(filter),
   },

@@ -1,5 +1,5 @@
 /**
- * `jobs tail`: live lines as jobs start, finish, fail and go to the dead-letter area, until
+ * `jobsctl tail`: live lines as jobs start, finish, fail and go to the dead-letter area, until
  * Ctrl-C. It works on every store without notifications: each `--interval` it reads the running
  * jobs and compares them with the previous read. A job that left `running` is looked up: gone
  * or in history means finished (completed, or deleted by an operator), `timer` means failed with a retry
@@ -11,7 +11,7 @@ import { JOB_STATES, type Job, type JobFilter, type JobState } from '@jobs/core'
 import type { Command } from 'commander';
 import { type App, integer } from '../app.js';
 import type { Session } from '../connect.js';
-import { explain } from '../errors.js';
+import { explain } from '../explain.js';
 import { cell, duration, relative } from '../format.js';
 import { listAll } from '../paging.js';
 import type { FoundJob } from './show.js';
@@ -25,7 +25,7 @@ export interface TailJob {
   owner: string | null;
 }
 
-/** One line of `jobs tail --json` (newline-delimited JSON). */
+/** One line of `jobsctl tail --json` (newline-delimited JSON). */
 export type TailEvent =
   | { event: 'watching'; at: string; running: number; byState: Record<JobState, number> }
   | { event: 'started'; at: string; job: TailJob; leaseExpiresAt: string | null }
@@ -191,11 +191,11 @@ async function tail(
         emit({ event: 'counts', at, ...next });
       }
       last = next;
-      if (failing) app.io.err('jobs: tail: reading works again\n');
+      if (failing) app.io.err('jobsctl: tail: reading works again\n');
       failing = false;
     } catch (error) {
       // Said once per streak; the next read tries again.
-      if (!failing) app.io.err(`jobs: tail: ${explain(error, session.target)} (retrying)\n`);
+      if (!failing) app.io.err(`jobsctl: tail: ${explain(error, session.target)} (retrying)\n`);
       failing = true;
     }
   }
@@ -225,7 +225,7 @@ export function registerTail(program: Command, app: App): void {
     .option('--json', 'print one JSON object per line (see the README for the events)')
     .addHelpText(
       'after',
-      '\nIt compares the running jobs every --interval: a job that starts and ends between two\nlooks shows only in the counts line. Finished means gone from the table: completed, or\ndeleted by an operator.\n\nExample:\n  jobs tail --db postgres://app@db:5432/app --type send-email',
+      '\nIt compares the running jobs every --interval: a job that starts and ends between two\nlooks shows only in the counts line. Finished means gone from the table: completed, or\ndeleted by an operator.\n\nExample:\n  jobsctl tail --db postgres://app@db:5432/app --type send-email',
     )
     .action(async (options: TailOptions, cmd: Command) => {
       const stop = new AbortController();

@@ -15,8 +15,9 @@
  * its timeout and the engine's grace.
  */
 import type { JobStore } from '@jobs/core';
-import { afterEach, describe, expect, it, onTestFailed } from 'vitest';
+import { afterEach, expect, it, onTestFailed } from 'vitest';
 import { makeNewJob, sleep, waitFor } from '../harness.js';
+import { describeIfAvailable } from '../prerequisites.js';
 import { completions, cpuShare, liveRuns, overlappingRuns } from './runs.js';
 import { budget, type ChaosSetup, describeRun, MAX_IDLE_CPU_SHARE } from './scenarios.js';
 import { DatabaseServer, type DatabaseServerKind, type DatabaseStopMode } from './server.js';
@@ -32,7 +33,11 @@ export interface RestartScenarioOptions {
    * processes open theirs (the same module as for `runChaosScenarios`).
    */
   setup(server: DatabaseServer): Promise<ChaosSetup>;
-  /** A reason to skip (packages not built), or null. Missing server binaries skip too. */
+  /**
+   * What is missing to run the scenario here and how to get it (packages not built), or null.
+   * Missing server binaries count too. Locally it is then skipped with one loud line; under
+   * `CI=true` that is a failing test.
+   */
   skip?: string | null;
   /** Lease of the workers' engines. Default 2 000. */
   leaseMs?: number;
@@ -116,172 +121,168 @@ export function runRestartScenario(options: RestartScenarioOptions): void {
   const started = (worker: ChaosWorker, ids: readonly string[], since = 0) =>
     worker.eventsOf('start').filter((e) => ids.includes(e.job) && e.at >= since);
 
-  describe.skipIf(skip !== null)(
-    `chaos: ${options.name} server restarts${skip ? ` — skipped: ${skip}` : ''}`,
-    () => {
-      afterEach(async () => {
-        await Promise.all(workers.map((w) => w.kill()));
-        workers = [];
-        probeErrors = [];
-        await setup?.teardown();
-        setup = null;
-        serverLog = server?.log() ?? '';
-        await server?.destroy();
-        server = null;
-      }, 30_000);
+  describeIfAvailable(skip, `chaos: ${options.name} server restarts`, {}, () => {
+    afterEach(async () => {
+      await Promise.all(workers.map((w) => w.kill()));
+      workers = [];
+      probeErrors = [];
+      await setup?.teardown();
+      setup = null;
+      serverLog = server?.log() ?? '';
+      await server?.destroy();
+      server = null;
+    }, 30_000);
 
-      it(`${rounds} restarts under running jobs (alternately a crash and a clean shutdown): nothing lost, each job completed once, no two live runs at once, long runs aborted while the server is down, every worker back within two leases, no spinning meanwhile, stop() bounded while it is down`, {
-        timeout,
-      }, async () => {
-        const left = budget(timeout);
-        const mine = { workers, errors: probeErrors };
-        onTestFailed(() => {
-          for (const worker of mine.workers) {
-            const logs = worker.logs().slice(-20).join('\n  ');
-            console.error(`[restart ${options.name}] worker ${worker.spec.name} logs:\n  ${logs}`);
-          }
-          console.error(
-            `[restart ${options.name}] test store errors:\n  ${mine.errors.join('\n  ')}`,
-          );
-          console.error(`[restart ${options.name}] server log:\n${serverLog}`);
-        });
-
-        server = await DatabaseServer.create(options.server);
-        setup = await options.setup(server);
-        const request = {
-          url: server.url(),
-          poolSize: 4,
-          sharedPool: false,
-          connectTimeoutMs: Math.ceil(leaseMs / 3),
-          queryTimeoutMs: Math.ceil(leaseMs / 2),
-        };
-        for (const name of ['a', 'b']) {
-          workers.push(spawnChaosWorker({ ...setup.worker(request), name }));
+    it(`${rounds} restarts under running jobs (alternately a crash and a clean shutdown): nothing lost, each job completed once, no two live runs at once, long runs aborted while the server is down, every worker back within two leases, no spinning meanwhile, stop() bounded while it is down`, {
+      timeout,
+    }, async () => {
+      const left = budget(timeout);
+      const mine = { workers, errors: probeErrors };
+      onTestFailed(() => {
+        for (const worker of mine.workers) {
+          const logs = worker.logs().slice(-20).join('\n  ');
+          console.error(`[restart ${options.name}] worker ${worker.spec.name} logs:\n  ${logs}`);
         }
-        mine.workers = workers;
-        await Promise.all(workers.map((w) => w.ready));
-        const startEngines = (phase: string) =>
-          Promise.all(
-            workers.map((w) =>
-              w.start({
-                types: [type],
-                concurrency: 3,
-                prefetch: 0,
-                leaseMs,
-                pollIntervalMs: 250,
-                owner: `restart-${w.spec.name}-${phase}`,
-              }),
-            ),
-          );
-        const finished = async (ids: readonly string[]) =>
-          (await Promise.all(ids.map((id) => store().getJob(id)))).every((job) => job === null);
-        await startEngines('rounds');
-
-        const all: string[] = [];
-        /** Long runs that outlived their lease's last renewal before the server went. */
-        let mustAbort = 0;
-        for (let round = 1; round <= rounds; round++) {
-          const mode = MODES[(round - 1) % MODES.length] as DatabaseStopMode;
-          const long = await enqueue(LONG_JOBS, { ms: longMs, round });
-          const ids = [...long, ...(await enqueue(SHORT_JOBS, { ms: SHORT_MS, round }))];
-          all.push(...ids);
-          await until(
-            `round ${round}: the long jobs and both workers to be running`,
-            async () =>
-              long.every((id) => workers.some((w) => started(w, [id]).length > 0)) &&
-              workers.every((w) => started(w, ids).length > 0),
-            left(),
-          );
-          const before = await Promise.all(workers.map((w) => w.cpu()));
-          const downAt = Date.now();
-          await server.stop(mode);
-          await sleep(downMs);
-          const after = await Promise.all(workers.map((w) => w.cpu()));
-          await server.start();
-          const backAt = Date.now();
-          await until(`round ${round} (${mode}): every job to finish`, () => finished(ids), left());
-
-          for (const [i, worker] of workers.entries()) {
-            const share = cpuShare(before[i] as ChaosCpuSample, after[i] as ChaosCpuSample);
-            expect(
-              share,
-              `round ${round}: CPU share of ${worker.spec.name} while down`,
-            ).toBeLessThan(MAX_IDLE_CPU_SHARE);
-            // Back to work: the queued jobs are there for both as soon as the server is.
-            const firstStart = Math.min(...started(worker, all, backAt).map((e) => e.at));
-            expect(
-              firstStart - backAt,
-              `round ${round}: ms until ${worker.spec.name} started a job after the server returned`,
-            ).toBeLessThanOrEqual(2 * leaseMs);
-          }
-          // A long run live when the server went, that would have ended after any lease it
-          // could still hold (its last renewal was sent before `downAt`), must have been aborted.
-          const cut = liveRuns(workers).filter(
-            (run) =>
-              long.includes(run.job) &&
-              run.start <= downAt &&
-              run.end > downAt &&
-              run.start + longMs > downAt + leaseMs,
-          );
-          mustAbort += cut.length;
-          expect(
-            cut.filter((run) => !run.aborted).map(describeRun),
-            `round ${round}: long runs that outlived their lease`,
-          ).toEqual([]);
-        }
-        // stop() while the server is down returns within its timeout and the engine's fixed
-        // grace; the jobs it leaves running (their leases lapse) run again once it is back.
-        const last = [
-          ...(await enqueue(LONG_JOBS, { ms: longMs, round: 'stop' })),
-          ...(await enqueue(4, { ms: SHORT_MS, round: 'stop' })),
-        ];
-        all.push(...last);
-        await until(
-          'the last jobs to be running on both workers',
-          async () => workers.every((w) => started(w, last).length > 0),
-          left(),
+        console.error(
+          `[restart ${options.name}] test store errors:\n  ${mine.errors.join('\n  ')}`,
         );
-        await server.stop('immediate');
-        const stops = await Promise.all(
+        console.error(`[restart ${options.name}] server log:\n${serverLog}`);
+      });
+
+      server = await DatabaseServer.create(options.server);
+      setup = await options.setup(server);
+      const request = {
+        url: server.url(),
+        poolSize: 4,
+        sharedPool: false,
+        connectTimeoutMs: Math.ceil(leaseMs / 3),
+        queryTimeoutMs: Math.ceil(leaseMs / 2),
+      };
+      for (const name of ['a', 'b']) {
+        workers.push(spawnChaosWorker({ ...setup.worker(request), name }));
+      }
+      mine.workers = workers;
+      await Promise.all(workers.map((w) => w.ready));
+      const startEngines = (phase: string) =>
+        Promise.all(
           workers.map((w) =>
-            Promise.race([
-              w.stop(stopTimeoutMs),
-              sleep(stopTimeoutMs + STOP_GRACE_MS).then(() => ({ ms: Number.POSITIVE_INFINITY })),
-            ]),
+            w.start({
+              types: [type],
+              concurrency: 3,
+              prefetch: 0,
+              leaseMs,
+              pollIntervalMs: 250,
+              owner: `restart-${w.spec.name}-${phase}`,
+            }),
           ),
         );
-        await server.start();
-        expect(
-          stops.map((stop) => stop.ms <= stopTimeoutMs + STOP_GRACE_MS),
-          `stop() returned while the server was down (ms: ${stops.map((stop) => stop.ms)})`,
-        ).toEqual(workers.map(() => true));
-        await startEngines('after-stop');
-        await until('the jobs left by stop() to finish', () => finished(last), left());
-        await Promise.all(workers.map((w) => w.stop(leaseMs)));
+      const finished = async (ids: readonly string[]) =>
+        (await Promise.all(ids.map((id) => store().getJob(id)))).every((job) => job === null);
+      await startEngines('rounds');
 
-        const runs = liveRuns(workers).filter((run) => all.includes(run.job));
-        const overlaps = overlappingRuns(runs).map(
-          ([a, b]) => `job ${a.job}: ${describeRun(a)} and ${describeRun(b)}`,
+      const all: string[] = [];
+      /** Long runs that outlived their lease's last renewal before the server went. */
+      let mustAbort = 0;
+      for (let round = 1; round <= rounds; round++) {
+        const mode = MODES[(round - 1) % MODES.length] as DatabaseStopMode;
+        const long = await enqueue(LONG_JOBS, { ms: longMs, round });
+        const ids = [...long, ...(await enqueue(SHORT_JOBS, { ms: SHORT_MS, round }))];
+        all.push(...ids);
+        await until(
+          `round ${round}: the long jobs and both workers to be running`,
+          async () =>
+            long.every((id) => workers.some((w) => started(w, [id]).length > 0)) &&
+            workers.every((w) => started(w, ids).length > 0),
+          left(),
         );
-        expect(overlaps, 'two live runs of one job at once').toEqual([]);
-        expect(mustAbort, 'long runs caught by a restart').toBeGreaterThan(0);
-        // Exactly once: one history record each, completed; and never settled twice.
-        const history = await Promise.all(all.map((id) => store().getHistory?.(id)));
-        if (store().getHistory) {
-          expect(history.map((h) => h?.outcome)).toEqual(all.map(() => 'completed'));
+        const before = await Promise.all(workers.map((w) => w.cpu()));
+        const downAt = Date.now();
+        await server.stop(mode);
+        await sleep(downMs);
+        const after = await Promise.all(workers.map((w) => w.cpu()));
+        await server.start();
+        const backAt = Date.now();
+        await until(`round ${round} (${mode}): every job to finish`, () => finished(ids), left());
+
+        for (const [i, worker] of workers.entries()) {
+          const share = cpuShare(before[i] as ChaosCpuSample, after[i] as ChaosCpuSample);
+          expect(share, `round ${round}: CPU share of ${worker.spec.name} while down`).toBeLessThan(
+            MAX_IDLE_CPU_SHARE,
+          );
+          // Back to work: the queued jobs are there for both as soon as the server is.
+          const firstStart = Math.min(...started(worker, all, backAt).map((e) => e.at));
+          expect(
+            firstStart - backAt,
+            `round ${round}: ms until ${worker.spec.name} started a job after the server returned`,
+          ).toBeLessThanOrEqual(2 * leaseMs);
         }
-        const counts = completions(workers);
-        const twice = all
-          .filter((id) => (counts.get(id) ?? 0) > 1)
-          .map((id) => {
-            const events = workers.flatMap((w) =>
-              w.eventsOf('completed').filter((e) => e.job === id),
-            );
-            const when = events.map((e) => `${e.worker} ${new Date(e.at).toISOString()}`);
-            return `job ${id} completed by ${when.join(' and ')}`;
-          });
-        expect(twice, 'jobs reported completed more than once').toEqual([]);
-      });
-    },
-  );
+        // A long run live when the server went, that would have ended after any lease it
+        // could still hold (its last renewal was sent before `downAt`), must have been aborted.
+        const cut = liveRuns(workers).filter(
+          (run) =>
+            long.includes(run.job) &&
+            run.start <= downAt &&
+            run.end > downAt &&
+            run.start + longMs > downAt + leaseMs,
+        );
+        mustAbort += cut.length;
+        expect(
+          cut.filter((run) => !run.aborted).map(describeRun),
+          `round ${round}: long runs that outlived their lease`,
+        ).toEqual([]);
+      }
+      // stop() while the server is down returns within its timeout and the engine's fixed
+      // grace; the jobs it leaves running (their leases lapse) run again once it is back.
+      const last = [
+        ...(await enqueue(LONG_JOBS, { ms: longMs, round: 'stop' })),
+        ...(await enqueue(4, { ms: SHORT_MS, round: 'stop' })),
+      ];
+      all.push(...last);
+      await until(
+        'the last jobs to be running on both workers',
+        async () => workers.every((w) => started(w, last).length > 0),
+        left(),
+      );
+      await server.stop('immediate');
+      const stops = await Promise.all(
+        workers.map((w) =>
+          Promise.race([
+            w.stop(stopTimeoutMs),
+            sleep(stopTimeoutMs + STOP_GRACE_MS).then(() => ({ ms: Number.POSITIVE_INFINITY })),
+          ]),
+        ),
+      );
+      await server.start();
+      expect(
+        stops.map((stop) => stop.ms <= stopTimeoutMs + STOP_GRACE_MS),
+        `stop() returned while the server was down (ms: ${stops.map((stop) => stop.ms)})`,
+      ).toEqual(workers.map(() => true));
+      await startEngines('after-stop');
+      await until('the jobs left by stop() to finish', () => finished(last), left());
+      await Promise.all(workers.map((w) => w.stop(leaseMs)));
+
+      const runs = liveRuns(workers).filter((run) => all.includes(run.job));
+      const overlaps = overlappingRuns(runs).map(
+        ([a, b]) => `job ${a.job}: ${describeRun(a)} and ${describeRun(b)}`,
+      );
+      expect(overlaps, 'two live runs of one job at once').toEqual([]);
+      expect(mustAbort, 'long runs caught by a restart').toBeGreaterThan(0);
+      // Exactly once: one history record each, completed; and never settled twice.
+      const history = await Promise.all(all.map((id) => store().history?.get(id)));
+      if (store().history) {
+        expect(history.map((h) => h?.outcome)).toEqual(all.map(() => 'completed'));
+      }
+      const counts = completions(workers);
+      const twice = all
+        .filter((id) => (counts.get(id) ?? 0) > 1)
+        .map((id) => {
+          const events = workers.flatMap((w) =>
+            w.eventsOf('completed').filter((e) => e.job === id),
+          );
+          const when = events.map((e) => `${e.worker} ${new Date(e.at).toISOString()}`);
+          return `job ${id} completed by ${when.join(' and ')}`;
+        });
+      expect(twice, 'jobs reported completed more than once').toEqual([]);
+    });
+  });
 }

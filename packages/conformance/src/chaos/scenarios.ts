@@ -17,9 +17,10 @@
  * timeout; the only times compared are lease-sized bounds the engine promises.
  */
 import type { JobStore } from '@jobs/core';
-import { afterEach, describe, expect, it, onTestFailed } from 'vitest';
+import { afterEach, expect, it, onTestFailed } from 'vitest';
 import { makeNewJob, sleep, waitFor } from '../harness.js';
 import type { ProcessPeerSpec } from '../options.js';
+import { describeIfAvailable } from '../prerequisites.js';
 import { ChaosProxy } from './proxy.js';
 import { completions, cpuShare, type LiveRun, liveRuns, overlappingRuns } from './runs.js';
 import { type ChaosEngineOptions, type ChaosWorker, spawnChaosWorker } from './worker.js';
@@ -61,7 +62,11 @@ export interface ChaosScenarioOptions {
   databaseUrl: string;
   /** Makes a fresh schema or database; called before each scenario. */
   setup(): Promise<ChaosSetup>;
-  /** A reason to skip the scenarios (no database, packages not built), or null. */
+  /**
+   * What is missing to run the scenarios here and how to get it (no database, packages not
+   * built), or null. Locally they are then skipped with one loud line; under `CI=true` that is
+   * a failing test.
+   */
   skip?: string | null;
   /**
    * Lease of the workers' engines. Default 3 000: scenarios take seconds, not minutes, and the
@@ -232,163 +237,158 @@ export function runChaosScenarios(options: ChaosScenarioOptions): void {
     });
   };
 
-  const skip = options.skip ?? null;
-  describe.skipIf(skip !== null)(
-    `chaos: ${options.name}${skip ? ` — skipped: ${skip}` : ''}`,
-    () => {
-      afterEach(async () => {
-        await Promise.all(workers.map((w) => w.kill()));
-        await Promise.all(proxies.map((p) => p.close()));
-        workers = [];
-        proxies = [];
-        await setup?.teardown();
-        setup = null;
-      }, 30_000);
+  describeIfAvailable(options.skip ?? null, `chaos: ${options.name}`, {}, () => {
+    afterEach(async () => {
+      await Promise.all(workers.map((w) => w.kill()));
+      await Promise.all(proxies.map((p) => p.close()));
+      workers = [];
+      proxies = [];
+      await setup?.teardown();
+      setup = null;
+    }, 30_000);
 
-      const holeTimeout = 10_000 + rounds * 10 * leaseMs;
-      it('long jobs across a black hole: the cut-off worker aborts each handler before the healthy worker starts it, and its stop() and its store’s close() return while still cut off', {
-        timeout: holeTimeout,
-      }, async () => {
-        const left = budget(holeTimeout);
-        reportOnFailure();
-        const { databaseUrl } = options;
-        await prepare();
-        const network = await proxy();
-        const cutOff = spawn('cut-off', network.url(databaseUrl));
-        const healthy = spawn('healthy', databaseUrl);
-        await Promise.all([cutOff.ready, healthy.ready]);
-        for (let round = 1; round <= rounds; round++) {
-          const ids = await handOver('chaos-hole', round, cutOff, healthy, left);
-          const before = await cutOff.cpu();
-          const holeAt = Date.now();
-          network.blackHole();
-          await until('the jobs to complete elsewhere', () => allDone(ids), left());
-          const after = await cutOff.cpu();
-          // Bounded while the network is still silent (the test's timeout is the bound).
-          await cutOff.stop(leaseMs);
-          await network.pass();
-          await healthy.stop(leaseMs);
-
-          const runs = expectTakenOver(ids, 'healthy', holeAt);
-          const cutOffRuns = runs.filter((r) => r.worker === 'cut-off');
-          expect(cutOffRuns.map((r) => r.aborted)).toEqual(ids.map(() => true));
-          expect(cpuShare(before, after)).toBeLessThan(MAX_IDLE_CPU_SHARE);
-        }
-        // Closing the store returns on a silent network too: the worker process exits.
+    const holeTimeout = 10_000 + rounds * 10 * leaseMs;
+    it('long jobs across a black hole: the cut-off worker aborts each handler before the healthy worker starts it, and its stop() and its store’s close() return while still cut off', {
+      timeout: holeTimeout,
+    }, async () => {
+      const left = budget(holeTimeout);
+      reportOnFailure();
+      const { databaseUrl } = options;
+      await prepare();
+      const network = await proxy();
+      const cutOff = spawn('cut-off', network.url(databaseUrl));
+      const healthy = spawn('healthy', databaseUrl);
+      await Promise.all([cutOff.ready, healthy.ready]);
+      for (let round = 1; round <= rounds; round++) {
+        const ids = await handOver('chaos-hole', round, cutOff, healthy, left);
+        const before = await cutOff.cpu();
+        const holeAt = Date.now();
         network.blackHole();
-        await cutOff.close();
-      });
-
-      const outageTimeout = 30_000 + OUTAGE_MS;
-      it('a 10 s outage (connections refused and cut, as a restart looks): nothing lost, every job completes once, recovery within two leases, no spinning meanwhile', {
-        timeout: outageTimeout,
-      }, async () => {
-        const left = budget(outageTimeout);
-        reportOnFailure();
-        await prepare();
-        const network = await proxy();
-        const url = network.url(options.databaseUrl);
-        const pair = [spawn('a', url), spawn('b', url)];
-        await Promise.all(pair.map((w) => w.ready));
-        const ids = await enqueue('chaos-outage', 24, { ms: 300 });
-        await Promise.all(pair.map((w, i) => w.start(engine('chaos-outage', 3, `outage-${i}`))));
-        await until(
-          'jobs to flow before the outage',
-          async () => completions(pair).size >= 6,
-          left(),
-        );
-        const before = await Promise.all(pair.map((w) => w.cpu()));
-        await network.refuse();
-        network.cut();
-        await sleep(OUTAGE_MS);
-        const after = await Promise.all(pair.map((w) => w.cpu()));
+        await until('the jobs to complete elsewhere', () => allDone(ids), left());
+        const after = await cutOff.cpu();
+        // Bounded while the network is still silent (the test's timeout is the bound).
+        await cutOff.stop(leaseMs);
         await network.pass();
-        const backAt = Date.now();
-        await until('every job to complete', () => allDone(ids), left());
-        for (const worker of pair) await worker.stop(leaseMs);
+        await healthy.stop(leaseMs);
 
-        expectNoOverlap(ids);
-        expectCompletedOnce(ids);
-        const firstStartAfter = Math.min(
-          ...pair.flatMap((w) => w.eventsOf('start').map((e) => e.at)).filter((at) => at >= backAt),
+        const runs = expectTakenOver(ids, 'healthy', holeAt);
+        const cutOffRuns = runs.filter((r) => r.worker === 'cut-off');
+        expect(cutOffRuns.map((r) => r.aborted)).toEqual(ids.map(() => true));
+        expect(cpuShare(before, after)).toBeLessThan(MAX_IDLE_CPU_SHARE);
+      }
+      // Closing the store returns on a silent network too: the worker process exits.
+      network.blackHole();
+      await cutOff.close();
+    });
+
+    const outageTimeout = 30_000 + OUTAGE_MS;
+    it('a 10 s outage (connections refused and cut, as a restart looks): nothing lost, every job completes once, recovery within two leases, no spinning meanwhile', {
+      timeout: outageTimeout,
+    }, async () => {
+      const left = budget(outageTimeout);
+      reportOnFailure();
+      await prepare();
+      const network = await proxy();
+      const url = network.url(options.databaseUrl);
+      const pair = [spawn('a', url), spawn('b', url)];
+      await Promise.all(pair.map((w) => w.ready));
+      const ids = await enqueue('chaos-outage', 24, { ms: 300 });
+      await Promise.all(pair.map((w, i) => w.start(engine('chaos-outage', 3, `outage-${i}`))));
+      await until(
+        'jobs to flow before the outage',
+        async () => completions(pair).size >= 6,
+        left(),
+      );
+      const before = await Promise.all(pair.map((w) => w.cpu()));
+      await network.refuse();
+      network.cut();
+      await sleep(OUTAGE_MS);
+      const after = await Promise.all(pair.map((w) => w.cpu()));
+      await network.pass();
+      const backAt = Date.now();
+      await until('every job to complete', () => allDone(ids), left());
+      for (const worker of pair) await worker.stop(leaseMs);
+
+      expectNoOverlap(ids);
+      expectCompletedOnce(ids);
+      const firstStartAfter = Math.min(
+        ...pair.flatMap((w) => w.eventsOf('start').map((e) => e.at)).filter((at) => at >= backAt),
+      );
+      expect(firstStartAfter - backAt).toBeLessThanOrEqual(2 * leaseMs);
+      for (const [i, worker] of pair.entries()) {
+        const share = cpuShare(
+          before[i] as { cpuMs: number; at: number },
+          after[i] as { cpuMs: number; at: number },
         );
-        expect(firstStartAfter - backAt).toBeLessThanOrEqual(2 * leaseMs);
-        for (const [i, worker] of pair.entries()) {
-          const share = cpuShare(
-            before[i] as { cpuMs: number; at: number },
-            after[i] as { cpuMs: number; at: number },
-          );
-          expect(share, `CPU share of worker ${worker.spec.name} during the outage`).toBeLessThan(
-            MAX_IDLE_CPU_SHARE,
-          );
-        }
-      });
-
-      const poolTimeout = 30_000;
-      it('pool exhaustion: handlers holding the pool in transactions longer than a lease lose no lease and nothing deadlocks', {
-        timeout: poolTimeout,
-      }, async () => {
-        const left = budget(poolTimeout);
-        reportOnFailure();
-        await prepare();
-        // Two connections for three handlers and the engine: renewals queued behind them
-        // would lose every lease; they have a connection of their own. Waiting for the pool,
-        // or a handler's long statement, is not a fault here: the deadlines allow them.
-        const worker = spawn('tiny-pool', options.databaseUrl, {
-          poolSize: 2,
-          sharedPool: true,
-          connectTimeoutMs: 10 * leaseMs,
-          queryTimeoutMs: 10 * leaseMs,
-        });
-        await worker.ready;
-        const ids = await enqueue('chaos-pool', 3);
-        await worker.start(engine('chaos-pool', 3, 'tiny-pool'), {
-          work: 'transaction',
-          runMs: leaseMs,
-        });
-        await until(
-          'every job to complete',
-          async () => {
-            // A lost lease will not mend: say so now rather than at the timeout.
-            const lost = worker.eventsOf('end').filter((e) => e.aborted);
-            if (lost.length > 0)
-              throw new Error(`leases lost under pool exhaustion: ${lost.length}`);
-            return allDone(ids);
-          },
-          left(),
+        expect(share, `CPU share of worker ${worker.spec.name} during the outage`).toBeLessThan(
+          MAX_IDLE_CPU_SHARE,
         );
-        await worker.stop(leaseMs);
+      }
+    });
 
-        const runs = expectNoOverlap(ids);
-        expect(
-          runs.filter((r) => r.aborted),
-          'runs whose lease was lost',
-        ).toEqual([]);
-        expectCompletedOnce(ids);
+    const poolTimeout = 30_000;
+    it('pool exhaustion: handlers holding the pool in transactions longer than a lease lose no lease and nothing deadlocks', {
+      timeout: poolTimeout,
+    }, async () => {
+      const left = budget(poolTimeout);
+      reportOnFailure();
+      await prepare();
+      // Two connections for three handlers and the engine: renewals queued behind them
+      // would lose every lease; they have a connection of their own. Waiting for the pool,
+      // or a handler's long statement, is not a fault here: the deadlines allow them.
+      const worker = spawn('tiny-pool', options.databaseUrl, {
+        poolSize: 2,
+        sharedPool: true,
+        connectTimeoutMs: 10 * leaseMs,
+        queryTimeoutMs: 10 * leaseMs,
       });
-
-      const killTimeout = 10_000 + rounds * 10 * leaseMs;
-      it('kill -9 of a worker: its jobs run elsewhere once, after its death and within two leases', {
-        timeout: killTimeout,
-      }, async () => {
-        const left = budget(killTimeout);
-        reportOnFailure();
-        await prepare();
-        const healthy = spawn('healthy', options.databaseUrl);
-        const victims = Array.from({ length: rounds }, (_, i) =>
-          spawn(`victim-${i + 1}`, options.databaseUrl),
-        );
-        await Promise.all([healthy.ready, ...victims.map((v) => v.ready)]);
-        for (let round = 1; round <= rounds; round++) {
-          const victim = victims[round - 1] as ChaosWorker;
-          const ids = await handOver('chaos-kill', round, victim, healthy, left);
-          await victim.kill();
-          await until('the jobs to complete elsewhere', () => allDone(ids), left());
-          await healthy.stop(leaseMs);
-
-          expectTakenOver(ids, 'healthy', victim.killedAt as number);
-        }
+      await worker.ready;
+      const ids = await enqueue('chaos-pool', 3);
+      await worker.start(engine('chaos-pool', 3, 'tiny-pool'), {
+        work: 'transaction',
+        runMs: leaseMs,
       });
-    },
-  );
+      await until(
+        'every job to complete',
+        async () => {
+          // A lost lease will not mend: say so now rather than at the timeout.
+          const lost = worker.eventsOf('end').filter((e) => e.aborted);
+          if (lost.length > 0) throw new Error(`leases lost under pool exhaustion: ${lost.length}`);
+          return allDone(ids);
+        },
+        left(),
+      );
+      await worker.stop(leaseMs);
+
+      const runs = expectNoOverlap(ids);
+      expect(
+        runs.filter((r) => r.aborted),
+        'runs whose lease was lost',
+      ).toEqual([]);
+      expectCompletedOnce(ids);
+    });
+
+    const killTimeout = 10_000 + rounds * 10 * leaseMs;
+    it('kill -9 of a worker: its jobs run elsewhere once, after its death and within two leases', {
+      timeout: killTimeout,
+    }, async () => {
+      const left = budget(killTimeout);
+      reportOnFailure();
+      await prepare();
+      const healthy = spawn('healthy', options.databaseUrl);
+      const victims = Array.from({ length: rounds }, (_, i) =>
+        spawn(`victim-${i + 1}`, options.databaseUrl),
+      );
+      await Promise.all([healthy.ready, ...victims.map((v) => v.ready)]);
+      for (let round = 1; round <= rounds; round++) {
+        const victim = victims[round - 1] as ChaosWorker;
+        const ids = await handOver('chaos-kill', round, victim, healthy, left);
+        await victim.kill();
+        await until('the jobs to complete elsewhere', () => allDone(ids), left());
+        await healthy.stop(leaseMs);
+
+        expectTakenOver(ids, 'healthy', victim.killedAt as number);
+      }
+    });
+  });
 }

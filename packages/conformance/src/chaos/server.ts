@@ -152,13 +152,15 @@ function postgresUser(): { uid: number; gid: number } | undefined | string {
       Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
     return { uid: id('-u'), gid: id('-g') };
   } catch {
-    return 'running as root and there is no `postgres` user to run PostgreSQL as';
+    return 'running as root and there is no `postgres` user to run PostgreSQL as (installing the postgresql package creates it)';
   }
 }
 
 function postgresUnavailable(): string | null {
   const bin = postgresBinDir();
-  if (!bin) return 'no PostgreSQL server binaries (initdb, pg_ctl; set JOBS_PG_BINDIR)';
+  if (!bin) {
+    return 'no PostgreSQL server binaries (initdb, pg_ctl): install them (`apt-get install postgresql`) or point JOBS_PG_BINDIR at their directory';
+  }
   const user = postgresUser();
   if (typeof user === 'string') return user;
   return notRunnable(join(bin, 'initdb'), user) ?? notRunnable(join(bin, 'pg_ctl'), user);
@@ -222,7 +224,9 @@ function mariadbBinaries(): { server: string; install: string } | null {
 
 function mariadbUnavailable(): string | null {
   const binaries = mariadbBinaries();
-  if (!binaries) return 'no MariaDB server binaries (mariadbd, mariadb-install-db)';
+  if (!binaries) {
+    return 'no MariaDB server binaries (mariadbd, mariadb-install-db): install them (`apt-get install mariadb-server`)';
+  }
   return notRunnable(binaries.server);
 }
 

@@ -28,6 +28,15 @@ export interface ChaosWorkPlan {
    * holds one of the store's pooled connections in a transaction for the run.
    */
   work?: 'sleep' | 'transaction';
+  /** Jobs of these types run until aborted, whatever `runMs` says. */
+  blockTypes?: string[];
+  /**
+   * Work in steps until aborted: before each step the handler reads `ctx.signal.aborted`, then
+   * reports a `step` event, then waits `stepMs` on a plain timer.
+   */
+  stepMs?: number;
+  /** Holds back every acquisition's answer this long (a slow network, a stalled process). */
+  delayAcquireMs?: number;
 }
 
 /** One thing a worker reported, on the shared wall clock (`Date.now()`). */
@@ -35,6 +44,7 @@ export type ChaosEvent =
   | { event: 'start'; worker: string; job: string; type: string; attempt: number; at: number }
   | { event: 'end'; worker: string; job: string; aborted: boolean; at: number }
   | { event: 'completed'; worker: string; job: string; at: number }
+  | { event: 'step'; worker: string; job: string; at: number }
   | { event: 'log'; worker: string; level: string; message: string; at: number };
 
 export interface ChaosWorkerSpec extends ProcessPeerSpec {
@@ -147,6 +157,16 @@ export class ChaosWorker {
   /** Throws when the process died without being killed or closed (for waits to fail fast). */
   throwIfDead(): void {
     if (this.exitError && this.killedAt === null && !this.closing) throw this.exitError;
+  }
+
+  /** SIGSTOP: the process freezes (a stopped VM, a debugger), its timers and sockets with it. */
+  pause(): void {
+    this.child.kill('SIGSTOP');
+  }
+
+  /** SIGCONT after `pause()`: the process runs on where it stopped. */
+  resume(): void {
+    this.child.kill('SIGCONT');
   }
 
   /** SIGKILL: a crash, no shutdown, no release. Resolves once the process is gone. */

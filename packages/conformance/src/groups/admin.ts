@@ -69,17 +69,39 @@ export function adminGroup(h: Harness): void {
     expect(await list({ type: 'b', state: 'async' })).toEqual([b2]);
   });
 
-  it('deleteJob removes a job in any state and returns false when there is none', async () => {
+  it('deleteJob removes a job that is not running and returns false when there is none', async () => {
     const store = await h.open();
-    const [waiting, running] = await enqueueJobs(store, [{ delayMs: 60_000 }, {}]);
+    const [waiting, dead] = await enqueueJobs(store, [{ delayMs: 60_000 }, { retries: 0 }]);
     const [held] = await acquire(store);
+    const error = { message: 'boom', stack: null };
+    await store.fail([{ ...refOf(held!), error, deadletter: true, retryDelayMs: 0 }]);
     expect(await store.deleteJob(waiting!.id)).toBe(true);
-    expect(await store.deleteJob(running!.id)).toBe(true);
-    expect(await store.deleteJob(running!.id)).toBe(false);
+    expect(await store.deleteJob(dead!.id)).toBe(true);
+    expect(await store.deleteJob(dead!.id)).toBe(false);
     expect(await store.deleteJob('987654321')).toBe(false);
     await h.expectStored(store, waiting!.id, null);
-    // The holder of a deleted job learns it lost it.
-    expect(await store.complete([refOf(held!)])).toEqual({ lost: [running!.id] });
+    await h.expectStored(store, dead!.id, null);
+  });
+
+  it('deleteJob of a running job on a store without cancellation is refused: the job keeps running for its owner', async ({
+    skip,
+  }) => {
+    const store = await h.open();
+    if (store.cancellation) {
+      skip(
+        'the store has `cancellation`: deleting a running job is a cancel request, checked by the cancellation group',
+      );
+    }
+    const [job] = await enqueueJobs(store, [{}]);
+    const [held] = await acquire(store);
+    await expect(store.deleteJob(job!.id)).rejects.toThrow();
+    await h.expectStored(store, job!.id, {
+      state: 'running',
+      lockToken: held!.lockToken,
+      attempts: 1,
+    });
+    expect(await store.complete([refOf(held!)])).toEqual({ lost: [] });
+    await h.expectStored(store, job!.id, null);
   });
 
   it('stats counts jobs by type and state', async () => {

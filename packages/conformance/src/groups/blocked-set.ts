@@ -4,9 +4,10 @@ import { acquire, enqueueJobs, type Harness, refOf, sleep, storeNow, waitFor } f
 
 const ids = (jobs: readonly Job[]): string[] => jobs.map((j) => j.id);
 
-/** Skips a test on a store without blocked sets (`JobStore.rebalanceScopes`). */
+/** Skips a test on a store without blocked sets (`capabilities.blockedSet`). */
 function skipWithoutBlocking(store: JobStore, ctx: { skip(note: string): void }): void {
-  if (!store.rebalanceScopes) ctx.skip('the store keeps no blocked set (no rebalanceScopes)');
+  if (!store.capabilities.blockedSet)
+    ctx.skip('the store keeps no blocked set (capabilities.blockedSet)');
 }
 
 async function statesOf(store: JobStore, jobs: readonly Job[]): Promise<string[]> {
@@ -26,8 +27,8 @@ const FREEING: Record<string, (store: JobStore, ref: JobRef) => Promise<unknown>
     ]),
   release: (store, ref) => store.release([ref]),
   'cancel (running)': async (store, ref) => {
-    await store.cancel?.(ref.id);
-    return store.cancelHeld?.([ref]);
+    await store.cancellation?.cancel(ref.id);
+    return store.cancellation?.cancelHeld([ref]);
   },
 };
 
@@ -51,8 +52,8 @@ async function untilNextIsBlocked(
   );
   const [running] = await acquire(store);
   expect(running?.id).toBe(jobs[0]!.id);
-  if (!store.deleteMany) throw new Error('the blocked-set group needs JobStore.deleteMany');
-  const inLine = await store.deleteMany({ scope, state: ['timer', 'async'] }, 1_000);
+  if (!store.bulk) throw new Error('the blocked-set group needs JobStore.bulk');
+  const inLine = await store.bulk.deleteMany({ scope, state: ['timer', 'async'] }, 1_000);
   expect(inLine).toBeLessThan(queue);
   const queued = jobs.slice(1 + inLine);
   const blocked = await store.listJobs({ scope, state: 'blocked', limit: 1_000, offset: 0 });
@@ -132,7 +133,7 @@ export function blockedSetGroup(h: Harness): void {
     it(`${path} of a running job lets the scope's next blocked job in`, async (ctx) => {
       const store = await h.open();
       skipWithoutBlocking(store, ctx);
-      if (path.startsWith('cancel') && !store.capabilities.cancellation) {
+      if (path.startsWith('cancel') && !store.cancellation) {
         ctx.skip('the store cannot cancel');
       }
       const { running, queued } = await untilNextIsBlocked(store, 'p');

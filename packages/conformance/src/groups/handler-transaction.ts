@@ -57,6 +57,41 @@ export function handlerTransactionGroup(h: Harness): void {
     expect(await fx.count(store, job.id)).toBe(1);
   });
 
+  it("history keeps what a ctx.transaction job's handler returned and how long it ran, not the moment its transaction committed", async ({
+    skip,
+  }) => {
+    const { store, fx } = await openWithEffects(h);
+    if (!store.history) skip('SKIPPED: the store keeps no history (no `history`)');
+    store.history?.configure({ keep: 'all', retentionMs: 7 * 24 * 3_600_000 });
+    const engine = new JobEngine({
+      store,
+      logger: silentLogger,
+      history: { keep: 'all' },
+      handlers: {
+        work: async (job, ctx) => {
+          await ctx.transaction((tx) => fx.write(tx, job.id));
+          await new Promise((resolve) => setTimeout(resolve, 150));
+          return { sent: true };
+        },
+      },
+    });
+    h.defer(() => engine.stop({ timeoutMs: 1_000 }));
+    const job = await engine.enqueue('work', {});
+    await engine.start();
+    await waitFor(
+      'the history record to say what the handler returned',
+      async () => {
+        const result = (await store.history?.get(job.id))?.result;
+        return result !== null && result !== undefined;
+      },
+      h.timeout(0.5),
+    );
+    const record = await store.history?.get(job.id);
+    expect(record).toMatchObject({ outcome: 'completed', result: { sent: true } });
+    expect(record?.durationMs).toBeGreaterThanOrEqual(140);
+    expect(await fx.count(store, job.id)).toBe(1);
+  });
+
   it('a handler that throws inside ctx.transaction leaves no effect, and the job fails as usual', async () => {
     const { store, fx } = await openWithEffects(h);
     const [job] = await enqueueJobs(store, [{ retries: 0 }]);
@@ -91,10 +126,13 @@ export function handlerTransactionGroup(h: Harness): void {
 
   it(
     'a lapsed owner whose transaction is open while the new owner commits rolls back: the effect applies once',
-    async () => {
+    async (ctx) => {
       const { store, fx } = await openWithEffects(h);
-      // One writer at a time (SQLite) cannot hold two write transactions open at once.
-      if (fx.singleWriter) return;
+      if (fx.singleWriter) {
+        ctx.skip(
+          'handlerTransaction.singleWriter: the database holds one write transaction at a time, so two owners cannot have theirs open at once',
+        );
+      }
       for (let round = 0; round < h.rounds; round++) {
         const [job] = await enqueueJobs(store, [{ retries: 5 }]);
         const leaseMs = 100;

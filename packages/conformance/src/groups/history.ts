@@ -5,8 +5,7 @@ import { acquire, enqueueJobs, type Harness, refOf, sleep, storeNow } from '../h
 const WEEK = 7 * 24 * 3_600_000;
 const error = { message: 'gave up', stack: 'Error: gave up' };
 
-type HistoryStore = JobStore &
-  Required<Pick<JobStore, 'configureHistory' | 'getHistory' | 'listHistory' | 'pruneHistory'>>;
+type HistoryStore = JobStore & Required<Pick<JobStore, 'history'>>;
 
 /** The store with history configured, or null (the test is skipped) when it keeps none. */
 async function historyStore(
@@ -15,10 +14,8 @@ async function historyStore(
   settings: Partial<HistorySettings> = {},
 ): Promise<HistoryStore> {
   const store = await h.open();
-  if (!store.configureHistory || !store.getHistory || !store.listHistory || !store.pruneHistory) {
-    skip('the store keeps no history (no configureHistory/getHistory/listHistory/pruneHistory)');
-  }
-  store.configureHistory?.({ keep: 'all', retentionMs: WEEK, ...settings });
+  if (!store.history) skip('the store keeps no history (no `history`)');
+  store.history?.configure({ keep: 'all', retentionMs: WEEK, ...settings });
   return store as HistoryStore;
 }
 
@@ -61,7 +58,7 @@ export function historyGroup(h: Harness): void {
     const after = await storeNow(store);
     expect(lost).toEqual([]);
     expect(await store.getJob(job!.id)).toBeNull();
-    const record = await store.getHistory(job!.id);
+    const record = await store.history.get(job!.id);
     expect(record).toMatchObject({
       id: job!.id,
       state: 'finished',
@@ -91,7 +88,7 @@ export function historyGroup(h: Harness): void {
     const [job] = await enqueueJobs(store, [{}]);
     const [held] = await acquire(store);
     await store.complete([refOf(held as Job)]);
-    expect(await store.getHistory(job!.id)).toMatchObject({ result: null, durationMs: null });
+    expect(await store.history.get(job!.id)).toMatchObject({ result: null, durationMs: null });
   });
 
   it('completeAndAcquire writes the records of the jobs it completes', async ({ skip }) => {
@@ -112,8 +109,8 @@ export function historyGroup(h: Harness): void {
     );
     expect(result.lost).toEqual([]);
     expect(result.jobs.map((j) => j.id)).toEqual([second!.id]);
-    expect(await store.getHistory(first!.id)).toMatchObject({ result: 'done', durationMs: 7 });
-    expect(await store.getHistory(second!.id)).toBeNull();
+    expect(await store.history.get(first!.id)).toMatchObject({ result: 'done', durationMs: 7 });
+    expect(await store.history.get(second!.id)).toBeNull();
   });
 
   it('a completion with a stale token writes no record, also when it races the new holder', async ({
@@ -122,7 +119,7 @@ export function historyGroup(h: Harness): void {
     const store = await historyStore(h, skip);
     // Each store instance keeps what its own engine configured: so do the peers here.
     const peers = await h.peers(store, 2);
-    for (const peer of peers) peer.configureHistory?.({ keep: 'all', retentionMs: WEEK });
+    for (const peer of peers) peer.history?.configure({ keep: 'all', retentionMs: WEEK });
     for (let round = 0; round < Math.min(h.rounds, 5); round++) {
       const [job] = await enqueueJobs(store, [{}]);
       const [first] = await acquire(store, { owner: 'owner-a', leaseMs: 30 });
@@ -136,7 +133,7 @@ export function historyGroup(h: Harness): void {
       ]);
       expect(stale.lost).toEqual([job!.id]);
       expect(current.lost).toEqual([]);
-      expect(await store.getHistory(job!.id)).toMatchObject({
+      expect(await store.history.get(job!.id)).toMatchObject({
         lockOwner: 'owner-b',
         result: 'current',
         attempts: 2,
@@ -146,7 +143,7 @@ export function historyGroup(h: Harness): void {
     const [held] = await acquire(store);
     const { lost } = await store.complete([{ id: job!.id, token: 'not-the-token' }]);
     expect(lost).toEqual([job!.id]);
-    expect(await store.getHistory(job!.id)).toBeNull();
+    expect(await store.history.get(job!.id)).toBeNull();
     await h.expectStored(store, job!.id, { state: 'running', lockToken: held!.lockToken });
   });
 
@@ -158,14 +155,14 @@ export function historyGroup(h: Harness): void {
     const [waiting] = await enqueueJobs(store, [{ delayMs: 60_000 }]);
     expect(await store.deleteJob(dead.id)).toBe(true);
     expect(await store.deleteJob(waiting!.id)).toBe(true);
-    expect(await store.getHistory(dead.id)).toMatchObject({
+    expect(await store.history.get(dead.id)).toMatchObject({
       outcome: 'deadletter',
       lastError: error,
       result: null,
       durationMs: null,
       attempts: 1,
     });
-    expect(await store.getHistory(waiting!.id)).toBeNull();
+    expect(await store.history.get(waiting!.id)).toBeNull();
   });
 
   it("keep 'failed' records dead-letter deletions only; keep 'none' records nothing", async ({
@@ -175,15 +172,15 @@ export function historyGroup(h: Harness): void {
     const [completed] = await completeJobs(store, 1);
     const dead = await deadJob(store);
     await store.deleteJob(dead.id);
-    expect(await store.getHistory(completed!.id)).toBeNull();
-    expect(await store.getHistory(dead.id)).toMatchObject({ outcome: 'deadletter' });
+    expect(await store.history.get(completed!.id)).toBeNull();
+    expect(await store.history.get(dead.id)).toMatchObject({ outcome: 'deadletter' });
 
-    store.configureHistory({ keep: 'none', retentionMs: WEEK });
+    store.history.configure({ keep: 'none', retentionMs: WEEK });
     const [quiet] = await completeJobs(store, 1);
     const quietDead = await deadJob(store);
     await store.deleteJob(quietDead.id);
-    expect(await store.getHistory(quiet!.id)).toBeNull();
-    expect(await store.getHistory(quietDead.id)).toBeNull();
+    expect(await store.history.get(quiet!.id)).toBeNull();
+    expect(await store.history.get(quietDead.id)).toBeNull();
     expect(await store.getJob(quiet!.id)).toBeNull();
   });
 
@@ -199,7 +196,7 @@ export function historyGroup(h: Harness): void {
     const seen: string[] = [];
     let after: { finishedAt: Date; id: string } | null = null;
     for (let page = 0; page < 10; page++) {
-      const records = await store.listHistory({ limit: 3, after });
+      const records = await store.history.list({ limit: 3, after });
       if (records.length === 0) break;
       seen.push(...records.map((r) => r.id));
       const last = records[records.length - 1]!;
@@ -207,7 +204,7 @@ export function historyGroup(h: Harness): void {
     }
     expect(seen).toHaveLength(9);
     expect(new Set(seen).size).toBe(9);
-    const all = await store.listHistory({ limit: 100 });
+    const all = await store.history.list({ limit: 100 });
     expect(all.map((r) => r.id)).toEqual(seen);
     for (let i = 1; i < all.length; i++) {
       const [newer, older] = [all[i - 1]!, all[i]!];
@@ -216,14 +213,14 @@ export function historyGroup(h: Harness): void {
         Number(BigInt(newer.id) - BigInt(older.id));
       expect(order, 'newest first').toBeGreaterThan(0);
     }
-    const ofB = await store.listHistory({ type: 'b', limit: 100 });
+    const ofB = await store.history.list({ type: 'b', limit: 100 });
     expect(ofB.map((r) => r.id).sort()).toEqual(b.map((j) => j.id).sort());
-    const deadOnes = await store.listHistory({ outcome: 'deadletter', limit: 100 });
+    const deadOnes = await store.history.list({ outcome: 'deadletter', limit: 100 });
     expect(deadOnes.map((r) => r.id)).toEqual([dead.id]);
-    const completedA = await store.listHistory({ type: 'a', outcome: 'completed', limit: 100 });
+    const completedA = await store.history.list({ type: 'a', outcome: 'completed', limit: 100 });
     expect(completedA.map((r) => r.id).sort()).toEqual(a.map((j) => j.id).sort());
-    expect(await store.listHistory({ since: start, limit: 100 })).toHaveLength(9);
-    expect(await store.listHistory({ until: start, limit: 100 })).toEqual([]);
+    expect(await store.history.list({ since: start, limit: 100 })).toHaveLength(9);
+    expect(await store.history.list({ until: start, limit: 100 })).toEqual([]);
   });
 
   it('pruneHistory deletes only records past the retention, oldest first, at most limit per call', async ({
@@ -236,11 +233,11 @@ export function historyGroup(h: Harness): void {
     const recent = await completeJobs(store, 2);
     // Retention reaching back to 200 ms after the old ones finished: only they are expired.
     const retention = (await storeNow(store)) - between - 200;
-    expect(await store.pruneHistory(retention, 2)).toBe(2);
-    expect(await store.pruneHistory(retention, 2)).toBe(1);
-    expect(await store.pruneHistory(retention, 2)).toBe(0);
-    for (const job of old) expect(await store.getHistory(job.id)).toBeNull();
-    for (const job of recent) expect(await store.getHistory(job.id)).not.toBeNull();
+    expect(await store.history.prune(retention, 2)).toBe(2);
+    expect(await store.history.prune(retention, 2)).toBe(1);
+    expect(await store.history.prune(retention, 2)).toBe(0);
+    for (const job of old) expect(await store.history.get(job.id)).toBeNull();
+    for (const job of recent) expect(await store.history.get(job.id)).not.toBeNull();
   });
 
   it('pruners racing on separate connections delete each expired record once', async ({ skip }) => {
@@ -252,7 +249,7 @@ export function historyGroup(h: Harness): void {
       peers.map(async (peer) => {
         let pruned = 0;
         for (let i = 0; i < 50; i++) {
-          const n = await peer.pruneHistory!(5, 1);
+          const n = await peer.history!.prune(5, 1);
           if (n === 0) break;
           pruned += n ?? 0;
           if (n === null) await sleep(5);
@@ -261,30 +258,28 @@ export function historyGroup(h: Harness): void {
       }),
     );
     expect(results.reduce((x, y) => x + y, 0)).toBe(12);
-    expect(await store.listHistory({ limit: 100 })).toEqual([]);
+    expect(await store.history.list({ limit: 100 })).toEqual([]);
   });
 
   it('retryDeadletterMany and deleteMany act in batches of at most limit and say how many', async ({
     skip,
   }) => {
     const store = await historyStore(h, skip);
-    if (!store.retryDeadletterMany || !store.deleteMany || !store.countJobs) {
-      skip('the store has no bulk calls (retryDeadletterMany, deleteMany, countJobs)');
-    }
+    if (!store.bulk) skip('the store has no bulk calls (no `bulk`)');
     const dead = [await deadJob(store, 'x'), await deadJob(store, 'x'), await deadJob(store, 'y')];
     await enqueueJobs(store, [{ type: 'x', delayMs: 60_000 }]);
-    expect(await store.countJobs!({ type: 'x' })).toBe(3);
-    expect(await store.countJobs!({ type: 'x', state: 'deadletter' })).toBe(2);
-    expect(await store.retryDeadletterMany!({ type: 'x' }, 5, 1)).toBe(1);
-    expect(await store.retryDeadletterMany!({ type: 'x' }, 5, 10)).toBe(1);
-    expect(await store.retryDeadletterMany!({ type: 'x' }, 5, 10)).toBe(0);
+    expect(await store.bulk!.countJobs({ type: 'x' })).toBe(3);
+    expect(await store.bulk!.countJobs({ type: 'x', state: 'deadletter' })).toBe(2);
+    expect(await store.bulk!.retryDeadletterMany({ type: 'x' }, 5, 1)).toBe(1);
+    expect(await store.bulk!.retryDeadletterMany({ type: 'x' }, 5, 10)).toBe(1);
+    expect(await store.bulk!.retryDeadletterMany({ type: 'x' }, 5, 10)).toBe(0);
     await h.expectStored(store, dead[0]!.id, { state: 'async', retriesLeft: 5 });
-    expect(await store.deleteMany!({ type: 'y' }, 10)).toBe(1);
-    expect(await store.getHistory(dead[2]!.id)).toMatchObject({ outcome: 'deadletter' });
-    expect(await store.deleteMany!({ type: 'x' }, 2)).toBe(2);
-    expect(await store.deleteMany!({ type: 'x' }, 2)).toBe(1);
-    expect(await store.countJobs!({})).toBe(0);
+    expect(await store.bulk!.deleteMany({ type: 'y' }, 10)).toBe(1);
+    expect(await store.history.get(dead[2]!.id)).toMatchObject({ outcome: 'deadletter' });
+    expect(await store.bulk!.deleteMany({ type: 'x' }, 2)).toBe(2);
+    expect(await store.bulk!.deleteMany({ type: 'x' }, 2)).toBe(1);
+    expect(await store.bulk!.countJobs({})).toBe(0);
     // Revived jobs that were deleted while waiting are not dead-letter deletions.
-    expect(await store.getHistory(dead[0]!.id)).toBeNull();
+    expect(await store.history.get(dead[0]!.id)).toBeNull();
   });
 }

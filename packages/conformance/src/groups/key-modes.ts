@@ -61,19 +61,74 @@ export function keyModesGroup(h: Harness): void {
     expect(await acquire(store)).toEqual([]);
   });
 
-  it('replace and debounce return a running holder unchanged', async (ctx) => {
+  it('replace and debounce return a running holder unchanged and queue one follow-up with the latest change, enqueued when the holder finishes', async (ctx) => {
     const store = await h.open();
     skipWithoutKeyModes(store, ctx);
     await enqueueKeyed(store, 'k', 'keep', { payload: 1 });
     const [running] = await acquire(store);
-    for (const mode of ['replace', 'debounce'] as const) {
-      const result = await enqueueKeyed(store, 'k', mode, { payload: 9, delayMs: 5_000 });
+    for (const [mode, payload] of [
+      ['replace', 8],
+      ['debounce', 9],
+    ] as const) {
+      const result = await enqueueKeyed(store, 'k', mode, { payload, delayMs: 5_000 });
       expect(result.created).toBe(false);
       expect(result.job).toEqual(running);
     }
-    await store.complete([refOf(running!)]);
+    // Nothing beside the running holder while it runs.
+    expect(await store.listJobs({ key: 'k', limit: 10, offset: 0 })).toHaveLength(1);
+    const before = await storeNow(store);
+    await store.complete([refOf(running as Job)]);
+    const [next] = await store.listJobs({ key: 'k', limit: 10, offset: 0 });
+    expect(next).toMatchObject({ state: 'timer', payload: 9, attempts: 0 });
+    expect(next?.id).not.toBe((running as Job).id);
+    // Due 5 s after the last change.
+    expect(next?.dueAt.getTime()).toBeGreaterThanOrEqual(before + 4_000);
+    // One follow-up: it holds the key now; a change replaces it as any waiting holder.
     const fresh = await enqueueKeyed(store, 'k', 'replace', { payload: 2 });
-    expect(fresh.created).toBe(true);
+    expect(fresh).toMatchObject({ created: false, job: { id: next?.id, payload: 2 } });
+  });
+
+  it('a follow-up is dropped when its holder waits again and takes the change itself; a holder that ends without the store after-step gets its follow-up from the recovery pass', async (ctx) => {
+    const store = await h.open();
+    skipWithoutKeyModes(store, ctx);
+    await enqueueKeyed(store, 'retry', 'keep', { payload: 1 });
+    const [first] = await acquire(store);
+    await enqueueKeyed(store, 'retry', 'replace', { payload: 2 });
+    // The run fails and the holder waits again: a change then goes to the holder itself.
+    const error = { message: 'boom', stack: null };
+    await store.fail([{ ...refOf(first as Job), error, deadletter: false, retryDelayMs: 0 }]);
+    const changed = await enqueueKeyed(store, 'retry', 'replace', { payload: 3 });
+    expect(changed.job).toMatchObject({ id: (first as Job).id, payload: 3 });
+    const [again] = await acquire(store, { types: ['work'] });
+    expect(again).toMatchObject({ id: (first as Job).id, payload: 3 });
+    await store.complete([refOf(again as Job)]);
+    expect(await store.listJobs({ key: 'retry', limit: 10, offset: 0 })).toEqual([]);
+
+    // A holder completed through another connection (which did not lease it, so it does not
+    // know a follow-up may wait): the next recovery pass enqueues the follow-up.
+    await enqueueKeyed(store, 'orphan', 'keep', { payload: 1 });
+    const [held] = await acquire(store);
+    await enqueueKeyed(store, 'orphan', 'debounce', { payload: 7 });
+    const peer = await h.peer(store);
+    await peer.complete([refOf(held as Job)]);
+    await store.recoverExpiredLeases(10);
+    expect(await store.listJobs({ key: 'orphan', limit: 10, offset: 0 })).toMatchObject([
+      { payload: 7, state: 'async' },
+    ]);
+  });
+
+  it('deleting a holder that waits again enqueues the change queued while it ran, at once (not at the next recovery pass)', async (ctx) => {
+    const store = await h.open();
+    skipWithoutKeyModes(store, ctx);
+    await enqueueKeyed(store, 'gone', 'keep', { payload: 1 });
+    const [held] = (await acquire(store)) as [Job];
+    await enqueueKeyed(store, 'gone', 'replace', { payload: 2 });
+    const error = { message: 'boom', stack: null };
+    await store.fail([{ ...refOf(held), error, deadletter: false, retryDelayMs: 60_000 }]);
+    expect(await store.deleteJob(held.id)).toBe(true);
+    expect(await store.listJobs({ key: 'gone', limit: 10, offset: 0 })).toMatchObject([
+      { payload: 2, state: 'async' },
+    ]);
   });
 
   for (const mode of ['replace', 'debounce'] as const) {
@@ -150,6 +205,17 @@ export function keyModesGroup(h: Harness): void {
           expect(result.job.id, `round ${round}`).toBe(held.id);
         }
         await acquirer!.complete([refOf(held)]);
+        // A replace that met the holder running became its follow-up: run it too, so nothing
+        // of this round is left for the next (or for another test on this store).
+        for (let left = 0; left < 3; left++) {
+          const [next] = await store.listJobs({ key, limit: 1, offset: 0 });
+          if (!next) break;
+          const [followup] = (await acquire(acquirer!, { owner: 'acq', limit: 10 })).filter(
+            (j) => j.key === key,
+          );
+          if (followup) await acquirer!.complete([refOf(followup)]);
+        }
+        expect(await store.listJobs({ key, limit: 1, offset: 0 }), `round ${round}`).toEqual([]);
       }
     },
     h.raceTimeout(),

@@ -1,6 +1,7 @@
-import { StoreError } from '@jobs/core';
+import { STORE_ABILITIES, StoreError } from '@jobs/core';
 import { expect, it } from 'vitest';
 import { acquire, enqueueJobs, type Harness, makeNewJob } from '../harness.js';
+import { abilityGaps } from '../requires.js';
 
 /** migrate / close / now / capabilities: what every other group relies on. */
 export function lifecycleGroup(h: Harness): void {
@@ -31,15 +32,15 @@ export function lifecycleGroup(h: Harness): void {
     const store = await h.open();
     expect(typeof store.name).toBe('string');
     expect(store.name.length).toBeGreaterThan(0);
-    for (const flag of [
-      'notifications',
-      'skipLocked',
-      'transactionalEnqueue',
-      'multiProcess',
-    ] as const) {
+    for (const flag of ['notifications', 'transactionalEnqueue', 'multiProcess'] as const) {
       expect(typeof store.capabilities[flag], flag).toBe('boolean');
     }
     if (store.capabilities.notifications) expect(typeof store.subscribe).toBe('function');
+  });
+
+  it('every ability the store has is there whole: an object with each of its methods', async () => {
+    const store = await h.open();
+    expect(STORE_ABILITIES.flatMap((ability) => abilityGaps(store, ability))).toEqual([]);
   });
 
   it('now() returns a valid Date', async () => {

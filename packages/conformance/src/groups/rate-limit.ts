@@ -1,22 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import type { JobStore, RateTokenRequest } from '@jobs/core';
+import type { JobStore, RateTokenRequest, StoreRateLimits } from '@jobs/core';
 import { beforeEach, expect, it } from 'vitest';
 import { acquire, enqueueJobs, type Harness, refOf, storeNow, waitFor } from '../harness.js';
 
-/** The store's rate-limit calls, or a skip when it has none (`capabilities.rateLimits`). */
-function rateCalls(
-  store: JobStore,
-  ctx: { skip(note: string): void },
-): Required<Pick<JobStore, 'takeRateTokens' | 'deferJobs'>> {
-  if (!store.capabilities.rateLimits || !store.takeRateTokens || !store.deferJobs) {
-    ctx.skip('the store has no capabilities.rateLimits');
-  }
-  return {
-    takeRateTokens: (requests) =>
-      (store.takeRateTokens as NonNullable<JobStore['takeRateTokens']>).call(store, requests),
-    deferJobs: (refs, ms) =>
-      (store.deferJobs as NonNullable<JobStore['deferJobs']>).call(store, refs, ms),
-  };
+/** The store's rate-limit windows, or a skip when it has none (no `rateLimits`). */
+function rateCalls(store: JobStore, ctx: { skip(note: string): void }): StoreRateLimits {
+  if (!store.rateLimits) ctx.skip('the store has no `rateLimits`');
+  return store.rateLimits as StoreRateLimits;
 }
 
 /**
@@ -101,7 +91,7 @@ export function rateLimitGroup(h: Harness): void {
       for (let round = 0; round < h.rounds; round++) {
         const grants = await Promise.all(
           peers.map((peer) =>
-            (peer.takeRateTokens as NonNullable<JobStore['takeRateTokens']>).call(peer, [
+            rateCalls(peer, ctx).takeRateTokens([
               take(`race-${round}`, 2, { max: 5 }),
               take(`other-${round % 2}`, 1, { max: 1_000 }),
             ]),

@@ -1,6 +1,6 @@
-import { LEASE_EXPIRED_MESSAGE } from '@jobs/core';
+import { FakeClock, LEASE_EXPIRED_MESSAGE } from '@jobs/core';
 import { expect, it } from 'vitest';
-import { acquire, enqueueJobs, type Harness, refOf, sleep } from '../harness.js';
+import { acquire, enqueueJobs, type Harness, refOf, sleep, storeNow, waitFor } from '../harness.js';
 
 /** Invariant 4: an expired lease makes the job acquirable again; poison pills end in deadletter. */
 export function recoveryGroup(h: Harness): void {
@@ -30,6 +30,51 @@ export function recoveryGroup(h: Harness): void {
     const [held] = await acquire(store, { leaseMs: 60_000 });
     expect(await store.recoverExpiredLeases(10)).toEqual({ requeued: [], deadlettered: [] });
     await h.expectStored(store, held!.id, { state: 'running', lockToken: held!.lockToken });
+  });
+
+  it('a lease is never recovered before it expires on the store clock (recovery polled until it is)', async () => {
+    const store = await h.open();
+    const [job] = await enqueueJobs(store, [{}]);
+    const [held] = await acquire(store, { leaseMs: 400 });
+    const expiresAt = held!.lockExpiresAt!.getTime();
+    // Each call is followed by a reading of the store's clock: a call that recovered the job ran
+    // at or before that reading, so the reading must not be earlier than the lease's end (give
+    // or take a few ms, for a store whose SQL rounds the time where now() truncates it; the
+    // injected-clock test below holds the exact millisecond).
+    const SLACK_MS = 5;
+    const early: string[] = [];
+    await waitFor(
+      'the lease to expire and be recovered',
+      async () => {
+        const result = await store.recoverExpiredLeases(10);
+        const after = await storeNow(store);
+        if (result.requeued.length === 0) return false;
+        expect(result.requeued).toEqual([job!.id]);
+        if (after < expiresAt - SLACK_MS) {
+          early.push(
+            `recovered by a call that returned ${expiresAt - after} ms before the lease ended`,
+          );
+        }
+        return true;
+      },
+      h.timeoutMs / 2,
+      2,
+    );
+    expect(early).toEqual([]);
+  });
+
+  it('on an injected clock, a lease is recovered at its expiry to the millisecond and not 1 ms before', async (ctx) => {
+    const clock = new FakeClock();
+    const store = await h.openOnClock(clock, ctx);
+    const [job] = await enqueueJobs(store, [{}]);
+    const [held] = await acquire(store, { leaseMs: 1_000 });
+    expect(held!.lockExpiresAt!.getTime()).toBe(clock.now() + 1_000);
+    clock.advance(999);
+    expect(await store.recoverExpiredLeases(10)).toEqual({ requeued: [], deadlettered: [] });
+    expect(await acquire(store, { owner: 'other' })).toEqual([]);
+    await h.expectStored(store, job!.id, { state: 'running', lockToken: held!.lockToken });
+    clock.advance(1);
+    expect(await store.recoverExpiredLeases(10)).toEqual({ requeued: [job!.id], deadlettered: [] });
   });
 
   it('an expired lease with no retries left goes to the dead-letter area', async () => {
@@ -123,7 +168,10 @@ export function recoveryGroup(h: Harness): void {
         const stored = await store.getJob(job!.id);
         expect(stored!.state).toBe(renewed ? 'running' : 'async');
         counts[renewed ? 'renewed' : 'recovered'] += 1;
-        await store.deleteJob(job!.id);
+        // A renewed job is still held: its owner completes it (deleting a running job is a
+        // cancel request, or refused by a store without cancellation); a requeued one waits.
+        if (renewed) expect(await store.complete([refOf(held!)])).toEqual({ lost: [] });
+        else expect(await store.deleteJob(job!.id)).toBe(true);
       }
       expect(counts.renewed + counts.recovered).toBe(h.rounds);
     },

@@ -5,15 +5,18 @@
  *
  * A SQL store's clock cannot be faked, so these tests use one-second schedules and short real
  * waits, measured on the store's clock (`StoreSyncedClock`), never on the test machine's.
+ * One test steps this process's wall clock (`Date`, faked by vitest) under a real engine.
  */
 import {
   type Job,
+  JobEngine,
   type JobStore,
   type ScheduleOptions,
   ScheduleRunner,
   StoreSyncedClock,
+  silentLogger,
 } from '@jobs/core';
-import { expect, it } from 'vitest';
+import { expect, it, vi } from 'vitest';
 import { type Harness, refOf, sleep, storeNow, waitFor } from '../harness.js';
 
 /** A runner on `store` with a clock synced to the store's. */
@@ -33,6 +36,9 @@ async function untilStoreTime(store: JobStore, at: Date | null): Promise<void> {
     await sleep(Math.min(200, target - now));
   }
 }
+
+/** Wall-clock steps the engine must ride out: ahead, back to true, behind, back to true. */
+const WALL_CLOCK_STEPS_MS = [40_000, -40_000, -3_600_000, 3_600_000];
 
 /**
  * `store` with `getSchedule` answering `ms` late, like a slow link: it holds a reader's
@@ -62,6 +68,74 @@ async function scheduleJobs(store: JobStore, name: string): Promise<Job[]> {
 const iso = (d: Date | null) => d?.toISOString() ?? null;
 
 export function scheduleEngineGroup(h: Harness): void {
+  it(
+    'a step of this machine’s wall clock (+40 s, −40 s, −1 h, +1 h) neither fires a schedule early nor skips an occurrence',
+    async (ctx) => {
+      const store = await h.open();
+      // Only `Date` is faked (it moves on with real time, in 20 ms ticks); timers and
+      // `performance.now()` stay real, as they do when NTP or an operator steps the clock.
+      vi.useFakeTimers({ toFake: ['Date'], shouldAdvanceTime: true, advanceTimeDelta: 20 });
+      try {
+        const before = await storeNow(store);
+        vi.setSystemTime(Date.now() + 3_600_000);
+        const stepped = (await storeNow(store)) - before > 1_800_000;
+        vi.setSystemTime(Date.now() - 3_600_000);
+        if (stepped) {
+          ctx.skip(
+            'the store’s clock is this process’s `Date`: a step of it is a step of the store’s time',
+          );
+        }
+        const runs: Job[] = [];
+        const engine = new JobEngine({
+          store,
+          handlers: { tick: async (job: Job) => void runs.push(job) },
+          logger: silentLogger,
+        });
+        h.defer(() => engine.stop({ timeoutMs: 1_000 }));
+        await engine.start();
+        // `allow` and a catch-up of 3: a run a little late under load is replayed, not dropped,
+        // so a gap can only come from the clock.
+        await engine.schedule('steps', {
+          every: 'PT1S',
+          type: 'tick',
+          overlap: 'allow',
+          catchUp: 3,
+        });
+        // Each step comes right after a run, so the next fire is worked out after the step.
+        const nextRun = (what: string) => {
+          const seen = runs.length;
+          return waitFor(what, async () => runs.length > seen, h.timeoutMs / 3);
+        };
+        await nextRun('the first occurrence');
+        for (const step of WALL_CLOCK_STEPS_MS) {
+          vi.setSystemTime(Date.now() + step);
+          await nextRun(`the next occurrence after a wall-clock step of ${step / 1000} s`);
+        }
+        await engine.stop({ timeoutMs: 5_000 });
+        const occurrences = runs
+          .map((j) => j.occurrence?.getTime() as number)
+          .sort((a, b) => a - b);
+        expect(new Set(occurrences).size, 'an occurrence ran twice').toBe(occurrences.length);
+        for (let i = 1; i < occurrences.length; i++) {
+          expect(
+            (occurrences[i] as number) - (occurrences[i - 1] as number),
+            `occurrences skipped after ${new Date(occurrences[i - 1] as number).toISOString()}`,
+          ).toBe(1000);
+        }
+        for (const job of runs) {
+          // `createdAt` is the fire, on the store's clock.
+          expect(
+            job.createdAt.getTime(),
+            `occurrence ${job.occurrence?.toISOString()} fired early`,
+          ).toBeGreaterThanOrEqual(job.occurrence?.getTime() as number);
+        }
+      } finally {
+        vi.useRealTimers();
+      }
+    },
+    h.timeout(2),
+  );
+
   it('racing runners on peers fire each occurrence of a one-second schedule exactly once', async () => {
     const store = await h.open();
     const peers = await h.peers(store);

@@ -283,6 +283,28 @@ export function schedulesGroup(h: Harness): void {
     expect((await store.fireSchedule(fireOf('missing', 1))).status).toBe('conflict');
   });
 
+  it('fireSchedule with a dueAt ahead of the store’s clock changes nothing; at or before it, it fires', async () => {
+    const store = await h.open();
+    const now = await storeNow(store);
+    const created = await saved(store, 's', new Date(now - 1_000));
+    // A runner whose clock runs 40 s ahead computed an occurrence the store has not reached.
+    const early = await store.fireSchedule(
+      fireOf('s', created.version, { dueAt: new Date(now + 40_000) }),
+    );
+    expect(early).toEqual({ status: 'conflict', jobs: [] });
+    expect(await store.listJobs({ limit: 10, offset: 0 })).toEqual([]);
+    expect(await store.getSchedule('s')).toMatchObject({
+      version: created.version,
+      fired: 0,
+      nextAt: new Date(now - 1_000),
+    });
+    const due = await store.fireSchedule(
+      fireOf('s', created.version, { dueAt: new Date(now - 1_000) }),
+    );
+    expect(due.status).toBe('fired');
+    expect(await store.getSchedule('s')).toMatchObject({ version: created.version + 1, fired: 1 });
+  });
+
   it('overlap skip drops a fire while an occurrence is unfinished (timer, async or running) and counts it', async () => {
     const store = await h.open();
     let version = (await saved(store, 's', new Date(Date.UTC(2026, 0, 1)))).version;

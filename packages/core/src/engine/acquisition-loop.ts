@@ -8,70 +8,33 @@
  * Pending completions ride on the next acquisition when the store has `completeAndAcquire` and
  * runs one call at a time (`Settlement.foldsCompletions`).
  */
+
+import { monotonicNow } from '../clock.js';
 import type { AcquireRequest, Job } from '../store.js';
-import type { EngineContext } from './context.js';
 import type { Dispatcher } from './dispatch.js';
-import { monotonicNow } from './lease-renewal.js';
 import type { Maintenance } from './maintenance.js';
 import { MIN_POLL_MS, PREFETCH_HORIZON_MS } from './options.js';
-import { completionOf, type Settlement } from './settlement.js';
-
-/** The loop's sleep, and what cuts it short (`engine.poll()`, a notification, a finished job). */
-export class Wakeup {
-  private pending = false;
-  private wakeSleeper: (() => void) | null = null;
-
-  constructor(private readonly isRunning: () => boolean) {}
-
-  /** A wake-up arrived since the loop's pass began. */
-  get woken(): boolean {
-    return this.pending;
-  }
-
-  /** Ends the current sleep, or makes the next one return at once. */
-  wake(): void {
-    this.pending = true;
-    const wake = this.wakeSleeper;
-    this.wakeSleeper = null;
-    wake?.();
-  }
-
-  /** Starts a pass: earlier wake-ups are answered by it. */
-  reset(): void {
-    this.pending = false;
-  }
-
-  sleep(ms: number): Promise<void> {
-    if (this.pending || !this.isRunning()) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.wakeSleeper = null;
-        resolve();
-      }, ms);
-      this.wakeSleeper = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
-  }
-}
+import type { EngineRuntime } from './runtime.js';
+import { type CompletionFold, completionOf } from './settlement.js';
 
 export class AcquisitionLoop {
   private unsubscribe: (() => void) | null = null;
   private done: Promise<void> | null = null;
+  /** The due time last found passed with nothing acquired, and the wait before trying it again. */
+  private overdue: { dueAt: number; retryMs: number } | null = null;
 
   constructor(
-    private readonly ctx: EngineContext,
+    private readonly rt: EngineRuntime,
     private readonly maintenance: Maintenance,
-    private readonly settlement: Settlement,
+    private readonly settlement: CompletionFold,
     private readonly dispatcher: Dispatcher,
   ) {}
 
   /** Listens to the store's notifications (when it has them) and starts the loop. */
   start(): void {
-    const { store } = this.ctx.options;
+    const { store } = this.rt.options;
     if (store.capabilities.notifications && store.subscribe) {
-      this.unsubscribe = store.subscribe(() => this.ctx.wakeup.wake());
+      this.unsubscribe = store.subscribe(() => this.rt.wakeup.wake());
     }
     this.done = this.run();
   }
@@ -80,32 +43,34 @@ export class AcquisitionLoop {
   async stop(): Promise<void> {
     this.unsubscribe?.();
     this.unsubscribe = null;
-    this.ctx.wakeup.wake();
+    this.rt.wakeup.wake();
     await this.done;
   }
 
   private async run(): Promise<void> {
-    const { ctx } = this;
-    const { jobs, wakeup } = ctx;
-    const { pollIntervalMs } = ctx.options;
+    const { rt } = this;
+    const { jobs, wakeup } = rt;
+    const { pollIntervalMs } = rt.options;
     let idleDelay = MIN_POLL_MS;
     let errorDelay = 100;
     const notifies = this.unsubscribe !== null;
-    while (ctx.running) {
+    while (rt.running) {
       wakeup.reset();
       try {
         await this.maintenance.run();
         const room = jobs.room();
-        if (room <= 0 || (room < jobs.refillBatch() && jobs.executing + jobs.buffer.length > 0)) {
+        if (room <= 0 || (room < jobs.refillBatch() && jobs.size > 0)) {
           // Full enough: refill in batches, not one job at a time. A finishing job wakes us
           // once there is room for a batch.
           await wakeup.sleep(pollIntervalMs);
           continue;
         }
         const sentAt = monotonicNow();
+        const leased = await this.acquireBatch(room);
+        jobs.noteRoundTrip(monotonicNow() - sentAt);
         // Jobs over a rate limit go back waiting until their window ends (`rate-limits.ts`).
-        const acquired = await ctx.rateLimits.admit(await this.acquireBatch(room));
-        ctx.reportSuccess('acquire');
+        const acquired = await rt.rateLimits.admit(leased);
+        rt.reportSuccess('acquire');
         this.adaptPrefetch(room, acquired.length);
         errorDelay = 100;
         if (acquired.length > 0) {
@@ -113,15 +78,15 @@ export class AcquisitionLoop {
           this.dispatcher.take(acquired, sentAt);
           if (acquired.length === room) continue;
         }
-        if (wakeup.woken || !ctx.running) continue;
-        // A job that is due but was not acquirable (its exclusive scope is busy) must not make
-        // the loop spin: after an empty acquisition, wait at least the adaptive idle delay.
-        const floor = acquired.length === 0 ? idleDelay : 0;
-        const wait = await this.idleWait(notifies ? pollIntervalMs : idleDelay, floor);
+        if (wakeup.woken || !rt.running) continue;
+        const wait = await this.idleWait(
+          notifies ? pollIntervalMs : idleDelay,
+          acquired.length === 0 ? idleDelay : 0,
+        );
         await wakeup.sleep(wait);
         if (acquired.length === 0) idleDelay = Math.min(idleDelay * 2, pollIntervalMs, 1_000);
       } catch (error) {
-        ctx.reportError(error, 'acquire');
+        rt.reportError(error, 'acquire');
         await wakeup.sleep(errorDelay);
         errorDelay = Math.min(errorDelay * 2, pollIntervalMs);
       }
@@ -135,8 +100,8 @@ export class AcquisitionLoop {
    * jobs get big batches, slow ones stay on the database for idle nodes to take.
    */
   private adaptPrefetch(requested: number, got: number): void {
-    const { concurrency, minPrefetch, maxPrefetch } = this.ctx.options;
-    const { jobs } = this.ctx;
+    const { concurrency, minPrefetch, maxPrefetch } = this.rt.options;
+    const { jobs } = this.rt;
     const prefetch = jobs.capacity - concurrency;
     let next = prefetch;
     if (got === requested && requested > 0) next = Math.min(maxPrefetch, Math.max(1, prefetch * 2));
@@ -149,13 +114,22 @@ export class AcquisitionLoop {
   }
 
   private acquireRequest(limit: number): AcquireRequest {
-    const { owner, leaseMs, types, queues, tenants } = this.ctx.options;
-    return { owner, limit, leaseMs, types, queues, tenants };
+    const { owner, leaseMs, types, queues, tenants, concurrency } = this.rt.options;
+    const request: AcquireRequest = { owner, limit, leaseMs, types, queues, tenants };
+    const { startMarks } = this.dispatcher;
+    if (startMarks.enabled) {
+      // The jobs that start at once are recorded as started by the acquisition itself, and
+      // those expected to start within one round trip too (see `start-marks.ts`).
+      const { jobs } = this.rt;
+      request.start = Math.max(0, Math.min(limit, concurrency - jobs.executing - jobs.starting));
+      request.startAhead = Math.min(limit - request.start, startMarks.aheadCount());
+    }
+    return request;
   }
 
   private async acquireBatch(limit: number): Promise<Job[]> {
     const request = this.acquireRequest(limit);
-    const store = this.ctx.options.store;
+    const store = this.rt.options.store;
     if (
       store.completeAndAcquire &&
       this.settlement.foldsCompletions() &&
@@ -164,8 +138,7 @@ export class AcquisitionLoop {
       const done = this.settlement.takePendingCompletions();
       try {
         const result = await store.completeAndAcquire(done.map(completionOf), request);
-        this.settlement.outcomes.afterComplete(done, result);
-        this.settlement.wakeForScopes(done);
+        this.settlement.landed(done, result);
         return result.jobs;
       } catch (error) {
         this.settlement.retryCompletions(done);
@@ -175,13 +148,38 @@ export class AcquisitionLoop {
     return store.acquire(request);
   }
 
-  /** Milliseconds to sleep when nothing is due: until the next due job, schedule or poll. */
+  /**
+   * Milliseconds to sleep when nothing is due: until the next due job (on the store's clock, to
+   * the millisecond), schedule or poll.
+   *
+   * A due time still ahead is slept to exactly, whatever the idle back-off. A due time already
+   * passed with nothing acquired (`floor` > 0) is either an early wake-up (this clock a few ms
+   * ahead of the store's, a timer firing a little early) or a job that cannot start yet (its
+   * exclusive scope is busy, a rate limit): the same due time is then tried again after 1, 2,
+   * 4 … ms, doubling up to `floor` (the adaptive idle delay), so an early wake-up costs a few
+   * ms and a blocked job never makes the loop spin.
+   */
   private async idleWait(max: number, floor: number): Promise<number> {
-    const { store, clock, types, queues, tenants } = this.ctx.options;
+    const { store, clock, types, queues, tenants } = this.rt.options;
     const next = await store.nextDueAt({ types, queues, tenants });
     const now = clock.now();
     let wait = max;
-    if (next) wait = Math.min(wait, Math.max(floor, next.getTime() - now));
+    if (next) {
+      const due = next.getTime();
+      if (due > now) {
+        // Rounded up: a timer never fires before its time, but may fire within the ms before.
+        wait = Math.min(wait, Math.ceil(due - now));
+        this.overdue = null;
+      } else if (floor > 0) {
+        const retry = this.overdue?.dueAt === due ? Math.min(this.overdue.retryMs * 2, floor) : 1;
+        this.overdue = { dueAt: due, retryMs: retry };
+        wait = Math.min(wait, retry);
+      } else {
+        wait = 0;
+      }
+    } else {
+      this.overdue = null;
+    }
     return Math.min(wait, this.maintenance.msUntilNextPass(now));
   }
 }

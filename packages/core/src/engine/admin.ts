@@ -11,7 +11,9 @@ import { InvalidStateError, NotFoundError, ValidationError } from '../errors.js'
 import { historyCursor, readHistoryCursor } from '../history.js';
 import { DEFAULT_RETRIES } from '../retry.js';
 import {
+  assertCanCancel,
   type CancelOutcome,
+  canCancel,
   HISTORY_OUTCOMES,
   type HistoryOutcome,
   JOB_STATES,
@@ -21,16 +23,19 @@ import {
   type JobState,
   type JobStore,
   type OverdueType,
+  type QueueStatsRow,
+  type ScheduleRecord,
 } from '../store.js';
-import { assertCanCancel } from './cancellation.js';
 import {
   assertDate,
   assertInteger,
   assertKnownKeys,
   assertText,
   checkFilter,
+  EARLIEST_DUE,
   FILTER_KEYS,
   HISTORY_KEYS,
+  LATEST_DUE,
   LIST_KEYS,
 } from './validate.js';
 
@@ -39,7 +44,15 @@ export interface ListJobsOptions extends JobFilter {
   limit?: number;
   /** Jobs to skip, default 0. */
   offset?: number;
+  /**
+   * Keyset paging: only jobs after this id, in id order. A store without keyset paging ignores
+   * it (its first job is then not after `afterId`): read by `offset` instead.
+   */
+  afterId?: string | null;
 }
+
+/** `listJobs` takes a filter's keys, `key`, and its paging. */
+const LIST_JOBS_KEYS = new Set([...LIST_KEYS, 'key', 'afterId']);
 
 export interface JobStats {
   total: number;
@@ -82,26 +95,43 @@ export interface BulkOptions extends Omit<JobFilter, 'state'> {
 export const BULK_BATCH = 500;
 
 /** How long a due job may wait before `unhandled` names its type. */
-export const UNHANDLED_AFTER_MS = 60_000;
+export const UNHANDLED_AFTER_MS = 30_000;
 
 function emptyCounts(): Record<JobState, number> {
   return Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number>;
 }
 
+/**
+ * The admin API over a store. An engine builds one (`engine.admin`); a tool that administers a
+ * store without running jobs builds its own: `new JobAdmin(store)` (as `@jobs/dashboard` does).
+ */
 export class JobAdmin {
   constructor(
     private readonly store: JobStore,
-    private readonly onChange: () => void,
+    /** Called after a change that makes jobs due (retry, activate): an engine polls at once. */
+    private readonly onChange: () => void = () => {},
     /** The job types this engine has handlers for, and its clock (synced with the store). */
     private readonly engine: { types: readonly string[]; clock: Clock } | null = null,
   ) {}
 
-  /** Jobs matching the filter, oldest first, paged with `limit` / `offset`. */
+  /**
+   * The store can cancel jobs (it has the `cancellation` ability): `cancel` works, and
+   * `deleteJob` of a running job gives it a cancel request instead of deleting it under its worker.
+   */
+  get canCancel(): boolean {
+    return canCancel(this.store);
+  }
+
+  /** Jobs matching the filter, oldest first, paged with `limit` / `offset` (or `afterId`). */
   async listJobs(options: ListJobsOptions = {}): Promise<Job[]> {
-    checkFilter(options, LIST_KEYS, 'listJobs');
-    const { limit = 50, offset = 0, ...filter } = options;
+    checkFilter(options, LIST_JOBS_KEYS, 'listJobs');
+    const { limit = 50, offset = 0, afterId, key, ...filter } = options;
     return this.store.listJobs({
       ...filter,
+      ...(key === undefined ? {} : { key: assertText(key, 'listJobs.key') }),
+      ...(afterId === undefined || afterId === null
+        ? {}
+        : { afterId: assertText(afterId, 'listJobs.afterId') }),
       limit: assertInteger(limit, 'listJobs.limit', 1, 1000),
       offset: assertInteger(offset, 'listJobs.offset', 0, Number.MAX_SAFE_INTEGER),
     });
@@ -113,8 +143,8 @@ export class JobAdmin {
    */
   async getJob(id: string): Promise<Job | JobHistoryRecord | null> {
     const live = await this.store.getJob(assertText(id, 'id'));
-    if (live || !this.store.getHistory) return live;
-    return this.store.getHistory(id);
+    if (live || !this.store.history) return live;
+    return this.store.history.get(id);
   }
 
   /**
@@ -142,16 +172,16 @@ export class JobAdmin {
       options.cursor === undefined || options.cursor === null
         ? null
         : readHistoryCursor(options.cursor, 'listHistory.cursor');
-    if (!this.store.listHistory) return { records: [], nextCursor: null };
-    const records = await this.store.listHistory({
+    if (!this.store.history) return { records: [], nextCursor: null };
+    const records = await this.store.history.list({
       ...(options.type === undefined ? {} : { type: options.type }),
       ...(options.outcome === undefined ? {} : { outcome: options.outcome }),
       ...(options.since === undefined
         ? {}
-        : { since: assertDate(options.since, 'listHistory.since') }),
+        : { since: storedTimeBound(assertDate(options.since, 'listHistory.since')) }),
       ...(options.until === undefined
         ? {}
-        : { until: assertDate(options.until, 'listHistory.until') }),
+        : { until: storedTimeBound(assertDate(options.until, 'listHistory.until')) }),
       limit,
       after,
     });
@@ -174,10 +204,10 @@ export class JobAdmin {
     const retries = assertInteger(given ?? DEFAULT_RETRIES, 'retryMany.retries', 0, 1000);
     const dead: JobFilter = { ...filter, state: 'deadletter' };
     if (dryRun) return this.count(dead);
-    const retryBatch = this.store.retryDeadletterMany;
+    const bulk = this.store.bulk;
     const total = await this.inBatches(
-      retryBatch
-        ? () => retryBatch.call(this.store, filter, retries, BULK_BATCH)
+      bulk
+        ? () => bulk.retryDeadletterMany(filter, retries, BULK_BATCH)
         : () => this.oneByOne(dead, (id) => this.store.retryDeadletter(id, retries)),
     );
     if (total > 0) this.onChange();
@@ -199,16 +229,16 @@ export class JobAdmin {
       );
     }
     if (dryRun) return this.count(filter);
-    const deleteBatch = this.store.deleteMany;
+    const bulk = this.store.bulk;
     return this.inBatches(
-      deleteBatch
-        ? () => deleteBatch.call(this.store, filter, BULK_BATCH)
+      bulk
+        ? () => bulk.deleteMany(filter, BULK_BATCH)
         : () => this.oneByOne(filter, (id) => this.store.deleteJob(id)),
     );
   }
 
   private async count(filter: JobFilter): Promise<number> {
-    if (this.store.countJobs) return this.store.countJobs(filter);
+    if (this.store.bulk) return this.store.bulk.countJobs(filter);
     let count = 0;
     for (let offset = 0; ; offset += 1000) {
       const page = await this.store.listJobs({ ...filter, limit: 1000, offset });
@@ -271,15 +301,18 @@ export class JobAdmin {
    */
   async cancel(id: string): Promise<Exclude<CancelOutcome, 'not-found'>> {
     assertText(id, 'id');
-    assertCanCancel(this.store, 'admin.cancel');
-    const outcome = await (this.store.cancel as (id: string) => Promise<CancelOutcome>)(id);
+    const outcome = await assertCanCancel(this.store, 'admin.cancel').cancel(id);
     if (outcome === 'not-found') {
       throw new NotFoundError(`job ${id} does not exist (and no history record says it finished)`);
     }
     return outcome;
   }
 
-  /** Deletes a job in any state. A running job's holder finds its lease lost. */
+  /**
+   * Deletes a job; false when it did not exist. A running job is not deleted under its worker:
+   * it gets a cancel request (see `cancel`), and true is returned; a store that cannot cancel
+   * (`canCancel` false) refuses it with an error.
+   */
   async deleteJob(id: string): Promise<boolean> {
     return this.store.deleteJob(assertText(id, 'id'));
   }
@@ -304,6 +337,50 @@ export class JobAdmin {
     return count;
   }
 
+  /** The store keeps history (it has `history`); without it `listHistory` is always empty. */
+  get keepsHistory(): boolean {
+    return this.store.history !== undefined;
+  }
+
+  /**
+   * How many jobs match the filter, counting at most `cap` when given (a larger count may be
+   * any number from `cap` up); null when the store cannot count (it has no `bulk`).
+   */
+  async countJobs(filter: JobFilter = {}, cap?: number): Promise<number | null> {
+    const bulk = this.store.bulk;
+    if (!bulk) return null;
+    const checked = checkFilter(filter, FILTER_KEYS, 'countJobs');
+    if (cap === undefined) return bulk.countJobs(checked);
+    return bulk.countJobs(checked, assertInteger(cap, 'countJobs.cap', 1, Number.MAX_SAFE_INTEGER));
+  }
+
+  /** The database's estimate of how many live jobs there are, without counting; null when none. */
+  async estimateJobs(): Promise<number | null> {
+    return this.store.views ? this.store.views.estimateJobs() : null;
+  }
+
+  /**
+   * Live jobs grouped by queue, type and state, with due counts (`newest`: group only the newest
+   * that many jobs); null when the store cannot group by queue (it has no `views`).
+   */
+  async queueStats(options: { newest?: number } = {}): Promise<QueueStatsRow[] | null> {
+    const views = this.store.views;
+    if (!views) return null;
+    if (options.newest === undefined) return views.queueStats();
+    const newest = assertInteger(options.newest, 'queueStats.newest', 1, Number.MAX_SAFE_INTEGER);
+    return views.queueStats({ newest });
+  }
+
+  /** The stored schedules, as the store keeps them (next fire time, paused), in no set order. */
+  async scheduleRecords(): Promise<ScheduleRecord[]> {
+    return this.store.listSchedules();
+  }
+
+  /** Pauses (or, with `paused: false`, resumes) schedule `name`; null when there is none. */
+  async setSchedulePaused(name: string, paused: boolean): Promise<ScheduleRecord | null> {
+    return this.store.setSchedulePaused(assertText(name, 'name'), paused);
+  }
+
   /** Counts of jobs by state and by type. */
   async stats(): Promise<JobStats> {
     const rows = await this.store.stats();
@@ -321,12 +398,23 @@ export class JobAdmin {
 
   /** See `JobStats.unhandled`. */
   async unhandled(limit = 20): Promise<OverdueType[]> {
-    if (!this.store.overdueTypes) return [];
+    const views = this.store.views;
+    if (!views) return [];
     const now = this.engine?.clock.now() ?? (await this.store.now()).getTime();
-    return this.store.overdueTypes({
+    return views.overdueTypes({
       excludeTypes: this.engine?.types ?? [],
       dueBefore: new Date(now - UNHANDLED_AFTER_MS),
       limit,
     });
   }
+}
+
+/**
+ * A time bound of a filter, moved into the years every store holds (1970–9999): every stored
+ * time is inside them, so the answer is the same, and not every database can be sent a time
+ * outside them (PostgreSQL refuses the year 100000 that memory and SQLite compare with).
+ */
+function storedTimeBound(date: Date): Date {
+  const at = date.getTime();
+  return at < EARLIEST_DUE ? new Date(EARLIEST_DUE) : at > LATEST_DUE ? new Date(LATEST_DUE) : date;
 }

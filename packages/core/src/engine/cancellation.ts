@@ -5,27 +5,12 @@
  * `CancelledError` and it ends `cancelled` when its handler returns (`dispatch.ts`), never
  * retried. Progress (`ctx.progress`) is kept here and written by the next renewal.
  */
-import { CancelledError, JobsError } from '../errors.js';
-import { type JobStore, MAX_PROGRESS_BYTES } from '../store.js';
-import type { EngineContext } from './context.js';
+import { CancelledError } from '../errors.js';
+import { MAX_PROGRESS_BYTES } from '../store.js';
 import type { HeldJob } from './held-jobs.js';
 import { checkPayload } from './payload-check.js';
-import type { Settlement } from './settlement.js';
-
-/** The store can cancel: `cancel`, `cancelHeld` and cancel answers from renewals. */
-export function canCancel(store: JobStore): boolean {
-  return store.capabilities.cancellation === true && store.cancelHeld !== undefined;
-}
-
-/** Throws a clear error when the store cannot cancel jobs. */
-export function assertCanCancel(store: JobStore, where: string): void {
-  if (!canCancel(store) || !store.cancel) {
-    throw new JobsError(
-      'STORE',
-      `[@jobs/core] ${where}: the ${store.name} store cannot cancel jobs (capabilities.cancellation)`,
-    );
-  }
-}
+import type { EngineRuntime } from './runtime.js';
+import type { Settler } from './settlement.js';
 
 /**
  * A renewal (or an acquisition) said an operator cancelled `held`: a job not started leaves
@@ -33,16 +18,17 @@ export function assertCanCancel(store: JobStore, where: string): void {
  * cancelled when its handler returns; one whose handler returned is left to its settle call
  * (`complete` and `fail` refuse it, and the refusal leads here again through settlement).
  */
-export function cancelRequested(ctx: EngineContext, settlement: Settlement, held: HeldJob): void {
-  if (held.cancelRequested || held.lost || held.finished) return;
+export function cancelRequested(rt: EngineRuntime, settlement: Settler, held: HeldJob): void {
+  if (held.cancelRequested) return;
+  if (held.phase !== 'buffered' && held.phase !== 'starting' && held.phase !== 'running') return;
   held.cancelRequested = true;
-  const index = ctx.jobs.buffer.indexOf(held);
-  if (index >= 0) {
-    ctx.jobs.buffer.splice(index, 1);
+  if (held.phase === 'buffered') {
+    rt.jobs.toSettling(held);
     settlement.queueCancel(held);
     settlement.settleSoon();
     return;
   }
+  // A starting job is cancelled when its start mark answers (`start-marks.ts`).
   held.controller?.abort(new CancelledError(held.job.id));
 }
 
@@ -50,10 +36,10 @@ export function cancelRequested(ctx: EngineContext, settlement: Settlement, held
  * `ctx.progress(value)`: checks the value (JSON, at most `MAX_PROGRESS_BYTES`) and keeps it as
  * the job's latest progress, for the next renewal to write; emits `progress`.
  */
-export function reportProgress(ctx: EngineContext, held: HeldJob, value: unknown): void {
+export function reportProgress(rt: EngineRuntime, held: HeldJob, value: unknown): void {
   const checked = checkPayload(value, MAX_PROGRESS_BYTES, 'progress');
   held.progressJson = JSON.stringify(checked);
   held.progressDirty = true;
   held.job.progress = checked;
-  ctx.emit('progress', { job: held.job, progress: checked });
+  rt.emit('progress', { job: held.job, progress: checked });
 }

@@ -3,101 +3,199 @@
  * (`ctx.signal`, attempt, occurrence, shard, logger), and hands the outcome to settlement —
  * a completion, a failure with its retry decision (`retry.ts`), or a release after `stop()`.
  */
-import { CancelledError, JobsError, LockLostError } from '../errors.js';
+import { CancelledError, JobsError, JobTimeoutError, LockLostError } from '../errors.js';
 import { historyResultJson } from '../history.js';
 import { decideRetry } from '../retry.js';
-import type { Job, JobCompletion } from '../store.js';
-import { canCancel, reportProgress } from './cancellation.js';
-import type { EngineContext } from './context.js';
-import { type HeldJob, JobAbort } from './held-jobs.js';
+import { canCancel, type Job, type JobCompletion } from '../store.js';
+import { cancelRequested, reportProgress } from './cancellation.js';
+import type { HeldJob, JobAbort } from './held-jobs.js';
 import { callThrough } from './hooks.js';
-import type { ResolvedHandler } from './options.js';
-import type { PendingFailure, Settlement } from './settlement.js';
-import { firedFromTimer } from './timer-firing.js';
-import type { JobContext, Logger } from './types.js';
+import { jobLog } from './job-log.js';
+import type { EngineRuntime } from './runtime.js';
+import { firedFromTimer } from './schedule-firing.js';
+import type { PendingFailure } from './settle-outcomes.js';
+import type { Settler } from './settlement.js';
+import { StartMarks } from './start-marks.js';
+import { runStep, type StepOptions } from './steps.js';
+import type { JobContext, JobLog, Logger } from './types.js';
+import { runSleep, runWaitFor, type WaitForOptions } from './waits.js';
 
 export class Dispatcher {
+  /** Types already warned about: an acquired job no handler here runs (once each). */
+  private readonly unknownTypes = new Set<string>();
+  readonly startMarks: StartMarks;
+
   constructor(
-    private readonly ctx: EngineContext,
-    private readonly settlement: Settlement,
-  ) {}
+    private readonly rt: EngineRuntime,
+    private readonly settlement: Settler,
+  ) {
+    this.startMarks = new StartMarks(
+      rt,
+      settlement,
+      (held) => this.execute(held),
+      () => this.dispatch(),
+    );
+  }
 
   /** The engine's logger (`ctx.log`). */
   get logger(): Logger {
-    return this.ctx.options.logger;
+    return this.rt.options.logger;
   }
 
   /**
    * Holds freshly acquired jobs and starts as many as there are free slots. `sentAt` is when
-   * the acquiring call was sent (monotonic ms): their leases count from then.
+   * the acquiring call was sent (monotonic ms): their leases count from then, and a job whose
+   * local deadline passed before the answer arrived is given back, never started.
    */
   take(jobs: Job[], sentAt: number): void {
-    this.ctx.jobs.add(jobs, sentAt);
-    this.ctx.emit('acquired', { jobs });
-    if (jobs.some((job) => job.cancelRequested) && canCancel(this.ctx.options.store)) {
-      // Cancelled while running elsewhere, then released or recovered: never started again.
-      const { buffer } = this.ctx.jobs;
-      for (const held of buffer.filter((h) => h.job.cancelRequested)) {
-        buffer.splice(buffer.indexOf(held), 1);
-        held.cancelRequested = true;
-        this.settlement.queueCancel(held);
+    const { jobs: held } = this.rt;
+    const added = held.add(jobs, sentAt, this.startMarks.enabled);
+    this.rt.emit('acquired', { jobs });
+    if (jobs.some((job) => job.cancelRequested) && canCancel(this.rt.options.store)) {
+      // Cancelled while held elsewhere, then released: never started again.
+      for (const h of added) {
+        if (h.job.cancelRequested) cancelRequested(this.rt, this.settlement, h);
       }
-      this.settlement.settleSoon();
     }
-    if (!this.ctx.running) {
+    if (!this.rt.running) {
       // Acquired by a call that answered after stop() began: give them back at once.
-      this.settlement.queueRelease(this.ctx.jobs.buffer.splice(0));
+      this.settlement.queueRelease(held.drainBuffer());
       this.settlement.settleSoon();
       return;
     }
     this.dispatch();
+    // Recorded as started but still waiting for a slot: taken back if they wait long.
+    if (held.bufferedCount > 0) this.startMarks.watchAhead();
   }
 
-  private dispatch(): void {
-    const { jobs } = this.ctx;
-    while (
-      this.ctx.running &&
-      jobs.executing < this.ctx.options.concurrency &&
-      jobs.buffer.length > 0
-    ) {
-      this.execute(jobs.buffer.shift() as HeldJob);
+  /** Fills free slots from the buffer, in acquisition order. */
+  dispatch(): void {
+    const { jobs } = this.rt;
+    const { concurrency } = this.rt.options;
+    const lapsed: HeldJob[] = [];
+    while (this.rt.running && jobs.executing + jobs.starting < concurrency) {
+      const next = jobs.takeForSlot();
+      if (!next) break;
+      if (next.next === 'start') this.execute(next.held);
+      else if (next.next === 'mark') this.startMarks.request(next.held);
+      else lapsed.push(next.held);
+    }
+    if (lapsed.length > 0) {
+      // Their local deadline passed while they waited (a late answer, a stalled process).
+      this.settlement.queueRelease(lapsed);
+      this.settlement.settleSoon();
     }
   }
 
-  private execute(held: HeldJob): void {
+  /** Starts the handler of `held`, whose start the store records (or needs not record). */
+  execute(held: HeldJob): void {
     const { job } = held;
-    const resolved = this.ctx.options.handlers.get(job.type) as ResolvedHandler;
-    this.ctx.jobs.executing += 1;
-    const abort = new JobAbort();
-    held.controller = abort;
-    held.startedAt = Date.now();
-    if (firedFromTimer(job) && this.ctx.listens('timer-fired')) {
-      this.ctx.emit('timer-fired', { job });
+    const resolved = this.rt.options.handlers.get(job.type);
+    if (!resolved) {
+      // Acquired by a type this engine does not run (a store that compares names loosely):
+      // given back, never called.
+      this.giveBackUnknown(held);
+      return;
     }
-    if (this.ctx.listens('started')) this.ctx.emit('started', { job });
+    if (!this.rt.jobs.begin(held)) {
+      // The local deadline passed before it could start: another owner may hold it now.
+      this.rt.reportLeaseLost(held);
+      return;
+    }
+    const abort = held.controller as JobAbort;
+    const limit = job.timeoutMs ?? resolved.timeoutMs;
+    if (limit !== undefined && limit !== null) {
+      // The run's time limit: its signal aborts, and the attempt fails when it returns.
+      held.limitTimer = setTimeout(() => {
+        held.timedOut = true;
+        abort.abort(new JobTimeoutError(job.id, limit));
+      }, limit);
+    }
+    if (firedFromTimer(job) && this.rt.listens('timer-fired')) {
+      this.rt.emit('timer-fired', { job });
+    }
+    if (this.rt.listens('started')) this.rt.emit('started', { job });
     const ctx = new RunContext(this, held, abort);
     // On a later microtask, never inside dispatch's loop.
     const run = () => Promise.resolve().then(() => resolved.handler(job, ctx));
-    const hooks = this.ctx.hooks.run;
+    const hooks = this.rt.hooks.run;
     (hooks.length === 0 ? run() : callThrough(hooks, [job], run)).then(
       (result: unknown) => this.finish(held, null, result),
       (error: unknown) => this.finish(held, error ?? new Error('handler threw a falsy value')),
     );
   }
 
+  private giveBackUnknown(held: HeldJob): void {
+    const { type } = held.job;
+    if (!this.unknownTypes.has(type)) {
+      this.unknownTypes.add(type);
+      this.rt.options.logger.warn(
+        `the store handed this engine job ${held.job.id} of type ${JSON.stringify(type)}, which it has no handler for; given back unstarted, due again after a poll interval`,
+        { type },
+      );
+    }
+    this.rt.jobs.toSettling(held);
+    const { store, pollIntervalMs } = this.rt.options;
+    if (!store.rateLimits) {
+      this.settlement.queueRelease([held]);
+      this.settlement.settleSoon();
+      return;
+    }
+    // Due again only after a poll interval: a store that keeps handing it over is not asked
+    // again at once (no hot loop); an engine that runs the type takes it then.
+    this.rt.rateLimits
+      .defer(held.ref, pollIntervalMs)
+      .catch((error: unknown) => this.rt.reportError(error, 'defer'))
+      .finally(() => {
+        this.rt.jobs.settled(held);
+        this.rt.jobs.changed();
+      });
+  }
+
   /** `ctx.progress(value)` of `held`'s run. */
   progressOf(held: HeldJob, value: unknown): void {
-    reportProgress(this.ctx, held, value);
+    reportProgress(this.rt, held, value);
+  }
+
+  /** `ctx.step(name, fn, options)` of `held`'s run. */
+  stepOf<T>(
+    held: HeldJob,
+    abort: JobAbort,
+    name: string,
+    fn: (tx?: unknown) => T | Promise<T>,
+    options?: StepOptions,
+  ): Promise<T> {
+    return runStep(this.rt, held, abort, name, fn, options);
+  }
+
+  /** `ctx.sleep(name, duration)` of `held`'s run. */
+  sleepOf(
+    held: HeldJob,
+    abort: JobAbort,
+    name: string,
+    duration: number | string | Date,
+  ): Promise<void> {
+    return runSleep(this.rt, held, abort, name, duration);
+  }
+
+  /** `ctx.waitFor(name, options)` of `held`'s run. */
+  waitForOf<T>(
+    held: HeldJob,
+    abort: JobAbort,
+    name: string,
+    options: WaitForOptions,
+  ): Promise<T | null> {
+    return runWaitFor<T>(this.rt, held, abort, name, options);
   }
 
   /** `ctx.rateLimited(ms)` of `held`'s run. */
   rateLimitedOf(held: HeldJob, delayMs: number): Promise<void> {
-    return this.ctx.rateLimits.pushBack(held.job, delayMs);
+    return this.rt.rateLimits.pushBack(held.job, delayMs);
   }
 
   /** `ctx.transaction`: the handler's writes and the job's completion commit together. */
   async completeInTransaction<T, Tx>(held: HeldJob, work: (tx: Tx) => T | Promise<T>): Promise<T> {
-    const { store } = this.ctx.options;
+    const { store } = this.rt.options;
     if (!store.completeInTransaction) {
       throw new JobsError(
         'STORE',
@@ -110,7 +208,7 @@ export class Dispatcher {
         `[@jobs/core] ctx.transaction: job ${held.job.id} was already completed by an earlier ctx.transaction`,
       );
     }
-    if (held.lost) throw new LockLostError(held.job.id);
+    if (held.phase !== 'running') throw new LockLostError(held.job.id);
     if (held.cancelRequested) throw new CancelledError(held.job.id);
     // The handler has not returned yet: the record has its duration so far and no result.
     const completion = { ...held.ref, durationMs: Date.now() - held.startedAt };
@@ -130,7 +228,7 @@ export class Dispatcher {
    * the job ends cancelled; else the error as it was.
    */
   private async cancelledInstead(held: HeldJob, error: unknown): Promise<unknown> {
-    const { store } = this.ctx.options;
+    const { store } = this.rt.options;
     if (!(error instanceof LockLostError) || !canCancel(store)) return error;
     const job = await store.getJob(held.job.id).catch(() => null);
     if (!job?.cancelRequested || job.lockToken !== held.ref.token) return error;
@@ -139,72 +237,134 @@ export class Dispatcher {
   }
 
   private finish(held: HeldJob, error: unknown, result?: unknown): void {
-    const { jobs } = this.ctx;
-    jobs.executing -= 1;
-    held.finished = true;
+    const { jobs } = this.rt;
+    if (held.limitTimer) clearTimeout(held.limitTimer);
+    const phase = jobs.handlerReturned(held);
     const ranMs = Date.now() - held.startedAt;
     jobs.noteRun(ranMs);
-    const pushBackMs = this.ctx.rateLimits.takePushBack(held.job.id);
+    const pushBackMs = this.rt.rateLimits.takePushBack(held.job.id);
+    if (held.timedOut && !held.completedInTransaction && !held.cancelRequested) {
+      // Over its time limit: the attempt fails, whatever the handler returned.
+      const limit = held.job.timeoutMs ?? this.rt.options.handlers.get(held.job.type)?.timeoutMs;
+      error = new JobTimeoutError(held.job.id, limit ?? ranMs);
+    }
     if (held.completedInTransaction) {
-      // Completed in the handler's own transaction: nothing left to write.
-      jobs.forget(held);
+      // Completed in the handler's own transaction: nothing left to write but the truth for
+      // history — what the handler returned and how long it ran (the record was written when
+      // its transaction committed, while it still ran).
+      jobs.toSettling(held);
+      jobs.settled(held);
       if (error !== null) {
-        this.ctx.options.logger.warn(
+        this.rt.options.logger.warn(
           `job ${held.job.id} threw after ctx.transaction completed it; it stays completed`,
           { error },
         );
       }
-      this.ctx.emit('completed', { job: held.job, durationMs: ranMs });
-    } else if (held.lost) {
+      this.amendHistory(held, error === null ? result : undefined, ranMs);
+      this.rt.emit('completed', { job: held.job, durationMs: ranMs });
+    } else if (phase !== 'running') {
       // Lease lost while running: someone else may own the job now; nothing of ours is written.
-      jobs.forget(held);
     } else if (held.cancelRequested) {
       // An operator cancelled it: it ends cancelled whatever the handler did, never retried.
       held.completion = { ...held.ref, durationMs: ranMs };
+      jobs.toSettling(held);
       this.settlement.queueCancel(held);
+    } else if (held.wait) {
+      // `ctx.sleep`: back to waiting with its checkpoint, whatever the handler returned.
+      jobs.toSettling(held);
+      this.putToSleep(held, held.wait);
     } else if (pushBackMs !== null) {
       // `ctx.rateLimited(ms)`: back to waiting for ms, whatever the handler returned.
+      jobs.toSettling(held);
       this.deferRateLimited(held, pushBackMs);
     } else if (error === null) {
       // Also after stop() aborted it: a handler that succeeded in the grace is done.
       const completion: JobCompletion = { ...held.ref, durationMs: ranMs };
       // Serialised only when history keeps it: `keep: 'none'` costs nothing here.
-      if (this.ctx.options.history.keep === 'all') {
+      if (this.rt.options.history.keep === 'all') {
         completion.resultJson = historyResultJson(result);
       }
       held.completion = completion;
+      jobs.toSettling(held);
       this.settlement.queueCompletion(held);
     } else if (held.shutdownAborted) {
       // Failed because stop() aborted it: not a failed attempt; another engine runs it.
+      jobs.toSettling(held);
       this.settlement.queueRelease([held]);
     } else {
+      jobs.toSettling(held);
       this.settlement.queueFailure(this.failureOf(held, error));
     }
     this.settlement.settleSoon();
     this.dispatch();
-    if (jobs.room() >= jobs.refillBatch()) this.ctx.wakeup.wake();
+    if (jobs.room() >= jobs.refillBatch()) this.rt.wakeup.wake();
     jobs.changed();
+  }
+
+  /** The history record of a job completed in its handler's transaction, made true. */
+  private amendHistory(held: HeldJob, result: unknown, ranMs: number): void {
+    const { store, history } = this.rt.options;
+    if (!store.history || history.keep !== 'all') return;
+    const resultJson = historyResultJson(result);
+    store.history.amend(held.job.id, resultJson, ranMs).catch((error: unknown) => {
+      this.rt.reportError(error, 'amend history');
+    });
+  }
+
+  /** `ctx.log` of `held`'s run. */
+  logOf(held: HeldJob): JobLog {
+    return jobLog(this.rt, held);
+  }
+
+  /**
+   * Gives a sleeping job back to waiting with its steps (`StoreWaits.sleep`, fenced by the
+   * token); it stays held (its lease renewed) until the store answered.
+   */
+  private putToSleep(held: HeldJob, wait: NonNullable<HeldJob['wait']>): void {
+    const { jobs, options } = this.rt;
+    const waits = options.store.waits as NonNullable<typeof options.store.waits>;
+    (wait.signal
+      ? waits.waitSignal(held.ref, wait.signal.name, wait.signal.key, wait.stepsJson, wait.delayMs)
+      : waits.sleep(held.ref, wait.stepsJson, wait.delayMs)
+    )
+      .then(
+        (kept) => {
+          if (!kept) this.rt.reportLeaseLost(held);
+          else if (this.rt.listens('sleeping')) {
+            this.rt.emit('sleeping', {
+              job: held.job,
+              name: wait.name,
+              until: new Date(wait.until),
+            });
+          }
+        },
+        (error: unknown) => this.rt.reportError(error, 'sleep'),
+      )
+      .finally(() => {
+        jobs.settled(held);
+        jobs.changed();
+      });
   }
 
   /** Puts a rate-limited job back waiting; it stays held (its lease renewed) until then. */
   private deferRateLimited(held: HeldJob, delayMs: number): void {
-    const { jobs } = this.ctx;
-    this.ctx.rateLimits
+    const { jobs } = this.rt;
+    this.rt.rateLimits
       .defer(held.ref, delayMs)
       .then(
         (kept) => {
-          if (!kept) this.ctx.reportLeaseLost(held);
+          if (!kept) this.rt.reportLeaseLost(held);
         },
-        (error: unknown) => this.ctx.reportError(error, 'defer'),
+        (error: unknown) => this.rt.reportError(error, 'defer'),
       )
       .finally(() => {
-        jobs.forget(held);
+        jobs.settled(held);
         jobs.changed();
       });
   }
 
   private failureOf(held: HeldJob, error: unknown): PendingFailure {
-    const { handlers, retryPolicy } = this.ctx.options;
+    const { handlers, retryPolicy } = this.rt.options;
     const typePolicy = handlers.get(held.job.type)?.policy ?? retryPolicy;
     const decision = decideRetry(held.job, error, typePolicy);
     return {
@@ -229,8 +389,12 @@ class RunContext implements JobContext {
   readonly attempt: number;
   readonly occurrence: Date | null;
   readonly shard: { index: number; count: number } | null;
-  readonly log: Logger;
-  private made: Partial<Pick<JobContext, 'transaction' | 'progress' | 'rateLimited'>> | null = null;
+  private made: Partial<
+    Pick<
+      JobContext,
+      'transaction' | 'progress' | 'rateLimited' | 'log' | 'step' | 'sleep' | 'waitFor'
+    >
+  > | null = null;
 
   constructor(
     private readonly dispatcher: Dispatcher,
@@ -241,7 +405,12 @@ class RunContext implements JobContext {
     this.attempt = job.attempts;
     this.occurrence = job.occurrence;
     this.shard = job.shard;
-    this.log = dispatcher.logger;
+  }
+
+  get log(): JobLog {
+    this.made ??= {};
+    this.made.log ??= this.dispatcher.logOf(this.held);
+    return this.made.log;
   }
 
   get signal(): AbortSignal {
@@ -252,6 +421,27 @@ class RunContext implements JobContext {
     this.made ??= {};
     this.made.transaction ??= (work) => this.dispatcher.completeInTransaction(this.held, work);
     return this.made.transaction;
+  }
+
+  get step(): JobContext['step'] {
+    this.made ??= {};
+    this.made.step ??= ((name: string, fn: (tx?: unknown) => unknown, options?: StepOptions) =>
+      this.dispatcher.stepOf(this.held, this.abort, name, fn, options)) as JobContext['step'];
+    return this.made.step;
+  }
+
+  get sleep(): JobContext['sleep'] {
+    this.made ??= {};
+    this.made.sleep ??= (name, duration) =>
+      this.dispatcher.sleepOf(this.held, this.abort, name, duration);
+    return this.made.sleep;
+  }
+
+  get waitFor(): JobContext['waitFor'] {
+    this.made ??= {};
+    this.made.waitFor ??= ((name: string, options: WaitForOptions) =>
+      this.dispatcher.waitForOf(this.held, this.abort, name, options)) as JobContext['waitFor'];
+    return this.made.waitFor;
   }
 
   get progress(): JobContext['progress'] {

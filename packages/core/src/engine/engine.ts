@@ -1,17 +1,7 @@
 /**
  * `JobEngine`: the executor, the client and the admin API in one object. This class only wires
- * the parts together; each concern lives in a file named for it (see DESIGN.md "The engine"):
- * - `options.ts`: engine options, checked, with their defaults;
- * - `enqueue.ts`: the client side, enqueue with immediate dispatch after commit;
- * - `acquisition-loop.ts`: one loop leases up to `concurrency + prefetch` jobs in batches;
- *   prefetched jobs wait in a bounded buffer (`held-jobs.ts`), leased but not started;
- * - `maintenance.ts`: clock sync and expired-lease recovery between acquisitions;
- * - `timer-firing.ts`: when schedules fire, and the `timer-fired` event;
- * - `dispatch.ts`: runs handlers with their `ctx`; the retry decision is in `../retry.ts`;
- * - `settlement.ts`: batched complete / fail / release, and uncertain settles;
- * - `lease-renewal.ts`: the heartbeat renewing all leases in one call, and the local deadline;
- * - `shutdown.ts`: what `stop()` does;
- * - `health.ts`: what `health()` answers.
+ * the parts together; each concern lives in a file of `engine/` named for it — the map, with a
+ * line per file, is CONTRIBUTING.md's "Layout" (see also DESIGN.md "The engine").
  */
 
 import { JobsError } from '../errors.js';
@@ -19,30 +9,47 @@ import { type ScheduleInfo, type ScheduleOptions, ScheduleRunner } from '../sche
 import type { Job, JobStore } from '../store.js';
 import { AcquisitionLoop } from './acquisition-loop.js';
 import { JobAdmin } from './admin.js';
-import { EngineContext } from './context.js';
+import { reserveConnections } from './connections.js';
 import { Dispatcher } from './dispatch.js';
 import { enqueueJobs } from './enqueue.js';
 import { checkHealth, type EngineHealth } from './health.js';
 import { LeaseRenewal } from './lease-renewal.js';
 import { Maintenance } from './maintenance.js';
 import { resolveEngineOptions } from './options.js';
+import { awaitResult } from './result.js';
+import { EngineRuntime, type EngineState } from './runtime.js';
+import { ScheduleFiring } from './schedule-firing.js';
 import { Settlement } from './settlement.js';
 import { Shutdown } from './shutdown.js';
-import { TimerFiring } from './timer-firing.js';
 import type {
+  AnyJobs,
   EngineEventName,
   EngineEvents,
   EngineHooks,
   EngineOptions,
   EnqueueJobOptions,
+  JobOf,
+  JobTypeOf,
+  PayloadOf,
+  ResultOf,
 } from './types.js';
+import { sendSignal } from './waits.js';
+
+/** One job of `enqueueMany`: a type of the job map with its payload. */
+export type EnqueueItem<Jobs> = {
+  [T in JobTypeOf<Jobs>]: {
+    type: T;
+    payload?: PayloadOf<Jobs, T>;
+    options?: Omit<EnqueueJobOptions, 'tx'>;
+  };
+}[JobTypeOf<Jobs>];
 
 export interface EngineSnapshot {
-  state: 'idle' | 'running' | 'stopping' | 'stopped';
+  state: EngineState;
   owner: string;
   /** Jobs whose handler is running. */
   executing: number;
-  /** Jobs leased to this engine but not started yet. */
+  /** Jobs leased to this engine but not started yet (prefetched, or their start being recorded). */
   prefetched: number;
   /** How many jobs it may prefetch now (adaptive unless `prefetch` was given). */
   prefetchLimit: number;
@@ -50,16 +57,32 @@ export interface EngineSnapshot {
   settling: number;
 }
 
-export class JobEngine {
+/**
+ * The executor, the client and the admin API. `Jobs` is an optional job map that types it:
+ * handlers get their payload, `enqueue` checks the type and the payload, `result` says what the
+ * handler returned. Without it, any type and payload are accepted.
+ *
+ * @example
+ * interface Jobs {
+ *   'send-email': { payload: { to: string }; result: { messageId: string } };
+ *   report: { payload: { month: string } };
+ * }
+ * const engine = new JobEngine<Jobs>({ store, handlers: {
+ *   'send-email': async (job) => ({ messageId: await send(job.payload.to) }),
+ * } });
+ * const job = await engine.enqueue('send-email', { to: 'a@b.c' });   // a typo fails tsc
+ * const { messageId } = await engine.result(job);
+ */
+export class JobEngine<Jobs extends object = AnyJobs> {
   /** The operator's API: list, retry, delete, suspend, activate, stats. */
   readonly admin: JobAdmin & { listSchedules(): Promise<ScheduleInfo[]> };
   /** This engine's lock owner name. */
   readonly owner: string;
   readonly store: JobStore;
 
-  private readonly ctx: EngineContext;
+  private readonly rt: EngineRuntime;
   private readonly schedules: ScheduleRunner;
-  private readonly timers: TimerFiring;
+  private readonly timers: ScheduleFiring;
   private readonly maintenance: Maintenance;
   private readonly settlement: Settlement;
   private readonly leases: LeaseRenewal;
@@ -68,17 +91,19 @@ export class JobEngine {
   private starting: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
   private stopRequested = false;
+  /** Gives back the connections reserved on the store's pool at start (`connections.ts`). */
+  private releaseConnections = (): void => {};
 
-  constructor(options: EngineOptions) {
-    const resolved = resolveEngineOptions(options);
+  constructor(options: EngineOptions<Jobs>) {
+    const resolved = resolveEngineOptions(options as EngineOptions);
     this.store = resolved.store;
     this.owner = resolved.owner;
-    const ctx = new EngineContext(resolved);
-    this.ctx = ctx;
-    if (resolved.store.configureHistory) resolved.store.configureHistory(resolved.history);
+    const rt = new EngineRuntime(resolved);
+    this.rt = rt;
+    if (resolved.store.history) resolved.store.history.configure(resolved.history);
     else if (resolved.historyGiven && resolved.history.keep !== 'none') {
       resolved.logger.warn(
-        `the ${resolved.store.name} store keeps no history (it has no configureHistory); history option ignored`,
+        `the ${resolved.store.name} store keeps no history (it has no \`history\`); history option ignored`,
       );
     }
 
@@ -86,7 +111,7 @@ export class JobEngine {
       store: resolved.store,
       clock: resolved.clock,
       logger: resolved.logger,
-      emit: (event, payload) => ctx.emit(event, payload),
+      emit: (event, payload) => rt.emit(event, payload),
       defaultRetries: (type) => resolved.handlers.get(type)?.retries ?? resolved.retries,
     });
     const admin = new JobAdmin(this.store, () => this.poll(), {
@@ -94,25 +119,31 @@ export class JobEngine {
       clock: resolved.clock,
     });
     this.admin = Object.assign(admin, { listSchedules: () => this.schedules.list() });
-    this.timers = new TimerFiring(ctx, this.schedules);
-    this.maintenance = new Maintenance(ctx, this.timers, admin);
-    this.settlement = new Settlement(ctx, () => {
+    this.timers = new ScheduleFiring(rt, this.schedules);
+    this.maintenance = new Maintenance(rt, this.timers, admin);
+    this.settlement = new Settlement(rt, () => {
       this.timers.fireSchedulesSoon();
       this.poll();
     });
-    const dispatcher = new Dispatcher(ctx, this.settlement);
-    this.leases = new LeaseRenewal(ctx, this.settlement);
-    this.loop = new AcquisitionLoop(ctx, this.maintenance, this.settlement, dispatcher);
-    this.shutdown = new Shutdown(ctx, this.loop, this.settlement, this.leases);
+    const dispatcher = new Dispatcher(rt, this.settlement);
+    this.leases = new LeaseRenewal(rt, this.settlement);
+    this.loop = new AcquisitionLoop(rt, this.maintenance, this.settlement, dispatcher);
+    this.shutdown = new Shutdown(
+      rt,
+      this.loop,
+      this.settlement,
+      this.leases,
+      dispatcher.startMarks,
+    );
   }
 
   /** Subscribes to an event; returns the unsubscribe function. */
   on<E extends EngineEventName>(event: E, listener: (event: EngineEvents[E]) => void): () => void {
-    return this.ctx.events.on(event, listener);
+    return this.rt.events.on(event, listener);
   }
 
   off<E extends EngineEventName>(event: E, listener: (event: EngineEvents[E]) => void): void {
-    this.ctx.events.off(event, listener);
+    this.rt.events.off(event, listener);
   }
 
   /**
@@ -120,18 +151,18 @@ export class JobEngine {
    * returns the function that removes them. See `EngineHooks`.
    */
   use(hooks: EngineHooks): () => void {
-    return this.ctx.hooks.add(hooks);
+    return this.rt.hooks.add(hooks);
   }
 
   /** What the engine holds right now. */
   snapshot(): EngineSnapshot {
-    const { jobs } = this.ctx;
+    const { jobs } = this.rt;
     return {
-      state: this.ctx.state,
+      state: this.rt.state,
       owner: this.owner,
       executing: jobs.executing,
-      prefetched: jobs.buffer.length,
-      prefetchLimit: jobs.capacity - this.ctx.options.concurrency,
+      prefetched: jobs.bufferedCount + jobs.starting,
+      prefetchLimit: jobs.capacity - this.rt.options.concurrency,
       settling: this.settlement.pendingCount,
     };
   }
@@ -149,7 +180,7 @@ export class JobEngine {
    * });
    */
   health(options: { timeoutMs?: number } = {}): Promise<EngineHealth> {
-    return checkHealth(this.ctx, this.leases.status, options);
+    return checkHealth(this.rt, this.leases.status, options);
   }
 
   /**
@@ -157,20 +188,23 @@ export class JobEngine {
    * handlers is a client: `start()` only syncs its clock.
    */
   async start(): Promise<void> {
-    if (this.ctx.state === 'running') return;
+    if (this.rt.state === 'running') return;
     if (this.starting) return this.starting;
-    if (this.ctx.state !== 'idle' || this.stopRequested) {
+    if (this.rt.state !== 'idle' || this.stopRequested) {
       throw new JobsError(
         'STOPPED',
         '[@jobs/core] JobEngine: an engine that was stopped cannot be started again',
       );
     }
     this.starting = (async () => {
+      // A forgotten migration fails here, saying what to run, not on every poll afterwards.
+      if (this.rt.options.types.length > 0) await this.store.verifySchema?.();
       await this.maintenance.syncClock();
       // stop() called while the clock synced: the engine never starts.
       if (this.stopRequested) return;
-      this.ctx.state = 'running';
-      if (this.ctx.options.types.length === 0) return;
+      this.rt.state = 'running';
+      if (this.rt.options.types.length === 0) return;
+      this.releaseConnections = reserveConnections(this.rt);
       this.leases.start();
       this.loop.start();
     })().finally(() => {
@@ -189,21 +223,22 @@ export class JobEngine {
     this.stopRequested = true;
     if (this.stopping) return this.stopping;
     if (this.starting) await this.starting.catch(() => undefined);
-    if (this.ctx.state !== 'running') {
-      this.ctx.state = 'stopped';
+    if (this.rt.state !== 'running') {
+      this.rt.state = 'stopped';
       return;
     }
     const timeoutMs = options.timeoutMs ?? 60_000;
-    this.ctx.state = 'stopping';
+    this.rt.state = 'stopping';
     this.stopping = this.shutdown.run(timeoutMs).finally(() => {
-      this.ctx.state = 'stopped';
+      this.rt.state = 'stopped';
+      this.releaseConnections();
     });
     return this.stopping;
   }
 
   /** Checks the store for due jobs now (e.g. after advancing a fake clock in a test). */
   poll(): void {
-    this.ctx.wakeup.wake();
+    this.rt.wakeup.wake();
   }
 
   /**
@@ -213,13 +248,24 @@ export class JobEngine {
    * @example
    * await engine.enqueue('send-email', { to: 'a@b.c' }, { delayMs: 60_000, retries: 5 });
    */
-  async enqueue<P = unknown>(
-    type: string,
+  enqueue<T extends JobTypeOf<Jobs>>(
+    type: T,
+    ...args: undefined extends PayloadOf<Jobs, T>
+      ? [payload?: PayloadOf<Jobs, T>, options?: EnqueueJobOptions]
+      : [payload: PayloadOf<Jobs, T>, options?: EnqueueJobOptions]
+  ): Promise<JobOf<Jobs, T>>;
+  /**
+   * An untyped engine's enqueue with the payload's type given, `enqueue<Email>('send', …)` (as
+   * before job maps); a typed engine has only the form above.
+   */
+  enqueue<P>(
+    type: string extends JobTypeOf<Jobs> ? string : never,
     payload?: P,
     options?: EnqueueJobOptions,
-  ): Promise<Job<P>> {
-    const [job] = await this.enqueueMany([{ type, payload, options }], { tx: options?.tx });
-    return job as Job<P>;
+  ): Promise<Job<P>>;
+  async enqueue(type: string, payload?: unknown, options?: EnqueueJobOptions): Promise<Job> {
+    const [job] = await enqueueJobs(this.rt, [{ type, payload, options }], { tx: options?.tx });
+    return job as Job;
   }
 
   /**
@@ -227,14 +273,45 @@ export class JobEngine {
    * before anything is written.
    */
   async enqueueMany(
-    items: ReadonlyArray<{
-      type: string;
-      payload?: unknown;
-      options?: Omit<EnqueueJobOptions, 'tx'>;
-    }>,
+    items: ReadonlyArray<EnqueueItem<Jobs>>,
     options: { tx?: unknown } = {},
   ): Promise<Job[]> {
-    return enqueueJobs(this.ctx, items, options);
+    return enqueueJobs(this.rt, items, options);
+  }
+
+  /**
+   * Waits for job `job` (a job or its id, from any process) to finish and returns what its
+   * handler returned; throws a `JobFailedError` when it ended in the dead-letter area or
+   * cancelled, a `JobsError` (`TIMEOUT`) after `timeoutMs` (default 60 s), and a
+   * `NotFoundError` when the store has neither the job nor its history record (history keeps
+   * completed jobs' results with `history: { keep: 'all' }`, the default).
+   *
+   * @example
+   * const job = await engine.enqueue('resize', { image });
+   * const { url } = await engine.result(job, { timeoutMs: 30_000 });
+   */
+  async result<T extends JobTypeOf<Jobs>>(
+    job: JobOf<Jobs, T> | string,
+    options: { timeoutMs?: number } = {},
+  ): Promise<ResultOf<Jobs, T>> {
+    return (await awaitResult(
+      this.rt,
+      typeof job === 'string' ? job : job.id,
+      options,
+    )) as ResultOf<Jobs, T>;
+  }
+
+  /**
+   * Sends a signal to the job waiting for it (`ctx.waitFor(name, { key })`), from any process:
+   * stored until one waiting job takes it — exactly one job, once — and a job already waiting
+   * for it is made due at once. A signal nobody waits for stays stored until a job waits for
+   * (name, key); signals are not pruned yet, so send them for waits that will come.
+   *
+   * @example
+   * await engine.signal('approval', { key: 'o-1', payload: { ok: true } });
+   */
+  async signal(name: string, options: { key: string; payload?: unknown }): Promise<void> {
+    await sendSignal(this.rt, name, options);
   }
 
   /**

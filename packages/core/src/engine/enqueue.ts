@@ -6,8 +6,8 @@
  */
 import { JobsError } from '../errors.js';
 import type { Job, NewJob } from '../store.js';
-import type { EngineContext } from './context.js';
 import { callThrough } from './hooks.js';
+import type { EngineRuntime } from './runtime.js';
 import type { EnqueueDraft, EnqueueJobOptions } from './types.js';
 import { assertKnownKeys, assertStoreCanLimit, checkMeta, toNewJob } from './validate.js';
 
@@ -22,14 +22,14 @@ const ITEM_KEYS: ReadonlySet<string> = new Set(['type', 'payload', 'options']);
 
 /** Validates every item before anything is written, then enqueues them in one store call. */
 export async function enqueueJobs(
-  ctx: EngineContext,
+  rt: EngineRuntime,
   items: ReadonlyArray<EnqueueItem>,
   options: { tx?: unknown },
 ): Promise<Job[]> {
   if (!Array.isArray(items)) {
     throw new JobsError('VALIDATION', '[@jobs/core] enqueueMany: items must be an array');
   }
-  const { handlers, retries, maxPayloadBytes } = ctx.options;
+  const { handlers, retries, maxPayloadBytes } = rt.options;
   /** Runs a check of item `index`; in a batch, its error says which item was wrong. */
   const checkItem = <T>(index: number, check: () => T): T => {
     try {
@@ -54,11 +54,11 @@ export async function enqueueJobs(
     }),
   );
   for (const [index, job] of newJobs.entries()) {
-    checkItem(index, () => assertStoreCanLimit(ctx.options.store, job, 'options'));
+    checkItem(index, () => assertStoreCanLimit(rt.options.store, job, 'options'));
   }
   if (newJobs.length === 0) return [];
-  const hooks = ctx.hooks.enqueue;
-  if (hooks.length === 0) return writeJobs(ctx, newJobs, options);
+  const hooks = rt.hooks.enqueue;
+  if (hooks.length === 0) return writeJobs(rt, newJobs, options);
   const drafts: EnqueueDraft[] = newJobs.map((job) => ({
     type: job.type,
     queue: job.queue,
@@ -69,28 +69,28 @@ export async function enqueueJobs(
     const withMeta = newJobs.map((job, index) =>
       checkItem(index, () => ({ ...job, meta: checkMeta(drafts[index]?.meta) })),
     );
-    return writeJobs(ctx, withMeta, options);
+    return writeJobs(rt, withMeta, options);
   });
 }
 
 /** One store call for validated jobs, then the `enqueued` events and the wake-up. */
 async function writeJobs(
-  ctx: EngineContext,
+  rt: EngineRuntime,
   newJobs: NewJob[],
   options: { tx?: unknown },
 ): Promise<Job[]> {
-  const { store, handlers } = ctx.options;
+  const { store, handlers } = rt.options;
   const results = await store.enqueue(newJobs, options.tx === undefined ? {} : { tx: options.tx });
   let wake = false;
   for (const result of results) {
-    ctx.emit('enqueued', result);
+    rt.emit('enqueued', result);
     if (handlers.has(result.job.type)) wake = true;
   }
-  if (wake && ctx.running) {
+  if (wake && rt.running) {
     // Inside a caller's transaction the job is visible only after commit: look again once the
     // caller's synchronous work is done (stores with notifications also wake us on commit).
-    if (options.tx === undefined) ctx.wakeup.wake();
-    else setImmediate(() => ctx.wakeup.wake());
+    if (options.tx === undefined) rt.wakeup.wake();
+    else setImmediate(() => rt.wakeup.wake());
   }
   return results.map((r) => r.job);
 }

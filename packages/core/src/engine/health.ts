@@ -4,9 +4,11 @@
  * answers "unreachable" instead of hanging the probe) and reports what the heartbeat knows: when
  * leases were last renewed, and whether the last renewal failed or has hung past its period.
  */
+
+import { monotonicNow } from '../clock.js';
 import { JobsError } from '../errors.js';
-import type { EngineContext, EngineState } from './context.js';
-import { heartbeatIntervalMs, monotonicNow, type RenewalStatus } from './lease-renewal.js';
+import { heartbeatIntervalMs, type RenewalStatus } from './lease-renewal.js';
+import type { EngineRuntime, EngineState } from './runtime.js';
 import { assertInteger } from './validate.js';
 
 /** What `engine.health()` answers. */
@@ -38,7 +40,7 @@ export interface EngineHealth {
 export const DEFAULT_HEALTH_TIMEOUT_MS = 2_000;
 
 export async function checkHealth(
-  ctx: EngineContext,
+  rt: EngineRuntime,
   renewal: RenewalStatus,
   options: { timeoutMs?: number } = {},
 ): Promise<EngineHealth> {
@@ -48,15 +50,15 @@ export async function checkHealth(
     1,
     3600_000,
   );
-  const storeError = await probeStore(ctx, timeoutMs);
-  const leasesHeld = ctx.jobs.size;
+  const storeError = await probeStore(rt, timeoutMs);
+  const leasesHeld = rt.jobs.size;
   const hung =
     renewal.inFlightSince !== null &&
-    monotonicNow() - renewal.inFlightSince > heartbeatIntervalMs(ctx.options.leaseMs);
+    monotonicNow() - renewal.inFlightSince > heartbeatIntervalMs(rt.options.leaseMs);
   const renewals = leasesHeld === 0 ? 'idle' : renewal.lastFailed || hung ? 'failing' : 'ok';
   return {
-    ok: ctx.state === 'running' && storeError === null && renewals !== 'failing',
-    state: ctx.state,
+    ok: rt.state === 'running' && storeError === null && renewals !== 'failing',
+    state: rt.state,
     store: storeError === null ? 'reachable' : 'unreachable',
     storeError,
     renewals,
@@ -66,7 +68,7 @@ export async function checkHealth(
 }
 
 /** Asks the store for its clock; null when it answered in time, else why not. */
-async function probeStore(ctx: EngineContext, timeoutMs: number): Promise<string | null> {
+async function probeStore(rt: EngineRuntime, timeoutMs: number): Promise<string | null> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(
@@ -81,7 +83,7 @@ async function probeStore(ctx: EngineContext, timeoutMs: number): Promise<string
     );
   });
   try {
-    await Promise.race([ctx.options.store.now(), timeout]);
+    await Promise.race([rt.options.store.now(), timeout]);
     return null;
   } catch (error) {
     return error instanceof Error ? error.message : String(error);

@@ -1,5 +1,5 @@
 /**
- * Hooks around enqueue and handler runs (`engine.use`), for instrumentation such as
+ * Hooks around enqueue, handler runs and steps (`engine.use`), for instrumentation such as
  * `@jobs/otel`. With none added, enqueue and dispatch call straight through.
  */
 import { JobsError, ValidationError } from '../errors.js';
@@ -7,7 +7,7 @@ import type { Job } from '../store.js';
 import type { EngineHooks, EnqueueDraft } from './types.js';
 import { assertKnownKeys, describe } from './validate.js';
 
-const HOOK_NAMES = new Set<keyof EngineHooks>(['enqueue', 'run']);
+const HOOK_NAMES = new Set<keyof EngineHooks>(['enqueue', 'run', 'step']);
 
 type Around<T, A extends unknown[]> = (...args: [...A, () => Promise<T>]) => Promise<T>;
 
@@ -15,6 +15,7 @@ export class EngineHookList {
   /** Bound hooks of each kind, outermost first; rebuilt when hooks are added or removed. */
   enqueue: Around<Job[], [readonly EnqueueDraft[]]>[] = [];
   run: Around<unknown, [Job]>[] = [];
+  step: Around<unknown, [Job, Parameters<NonNullable<EngineHooks['step']>>[1]]>[] = [];
   private readonly added: EngineHooks[] = [];
 
   /** Adds hooks after those already added (so inside them); returns the function removing them. */
@@ -43,6 +44,7 @@ export class EngineHookList {
   private rebuild(): void {
     this.enqueue = this.added.flatMap((h) => (h.enqueue ? [h.enqueue.bind(h)] : []));
     this.run = this.added.flatMap((h) => (h.run ? [h.run.bind(h)] : []));
+    this.step = this.added.flatMap((h) => (h.step ? [h.step.bind(h)] : []));
   }
 }
 

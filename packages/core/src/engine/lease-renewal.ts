@@ -1,57 +1,19 @@
 /**
  * Lease renewal: one heartbeat every `leaseMs / 3` renews the leases of all held jobs
- * (buffered, executing and settling) in one store call, and the local lease deadline
+ * (buffered, starting, running and settling) in one store call, and the local lease deadline
  * (invariant 16): a lease counts as lost on this process's monotonic clock at
  * `sent + leaseMs − margin`, where `sent` is when the call that last confirmed it was sent —
  * whether or not the store ever answers. The deadline has its own timer, so a renewal stuck on
- * a silent network cannot delay it: the handler's `ctx.signal` aborts before another owner can
- * acquire the job (the store's lease, counted from when it received the call, ends later).
+ * a silent network cannot delay it, and every read of a handler's `ctx.signal` checks it too
+ * (`JobAbort`), so a handler resumed after a pause is told before its next step. The store's
+ * lease, counted from when it received the call, ends later.
  */
-import { performance } from 'node:perf_hooks';
-import { LockLostError } from '../errors.js';
-import type { LeaseRenewalRef } from '../store.js';
+import { monotonicNow } from '../clock.js';
 import { cancelRequested } from './cancellation.js';
-import type { EngineContext } from './context.js';
-import type { HeldJob } from './held-jobs.js';
-import type { Settlement } from './settlement.js';
-
-/** This process's monotonic clock, in ms: wall-clock jumps never move a lease deadline. */
-export function monotonicNow(): number {
-  return performance.now();
-}
-
-/**
- * How long before the lease ends on the store's clock this owner gives it up: room for a late
- * timer and for the handler to see its signal. A fifth of the lease, at most 5 s; checked every
- * quarter of that, so at least 15 % of the lease is left when the handler is aborted.
- */
-export function leaseMargin(leaseMs: number): number {
-  return Math.min(5_000, Math.max(1, Math.floor(leaseMs / 5)));
-}
-
-/**
- * Progress reported after the last renewal is written before the job settles (one renewal
- * call for the whole batch, only when any finished job has such progress), so the final
- * value is durable and goes to history. A failure here is reported; the settle goes on.
- */
-export async function writeFinalProgress(
-  ctx: EngineContext,
-  finished: readonly HeldJob[],
-): Promise<void> {
-  const { store, owner, leaseMs } = ctx.options;
-  const dirty = finished.filter((held) => held.progressDirty && !held.lost);
-  if (dirty.length === 0 || store.capabilities.progress !== true) return;
-  const refs: LeaseRenewalRef[] = dirty.map((held) => ({
-    ...held.ref,
-    progressJson: held.progressJson ?? null,
-  }));
-  try {
-    await store.renewLeases(owner, leaseMs, refs);
-    for (const held of dirty) held.progressDirty = false;
-  } catch (error) {
-    ctx.reportError(error, 'write progress');
-  }
-}
+import { type HeldJob, leaseMargin } from './held-jobs.js';
+import { renew, renewalRef } from './renewals.js';
+import type { EngineRuntime } from './runtime.js';
+import type { Settler } from './settlement.js';
 
 /** How the heartbeat is doing, for `engine.health()`. */
 export interface RenewalStatus {
@@ -75,13 +37,16 @@ export class LeaseRenewal {
   private renewing = false;
 
   constructor(
-    private readonly ctx: EngineContext,
-    private readonly settlement: Settlement,
-  ) {}
+    private readonly rt: EngineRuntime,
+    private readonly settlement: Settler,
+  ) {
+    // A read of a running handler's signal found its deadline passed.
+    rt.jobs.lost = (held) => this.markLost(held);
+  }
 
   /** Starts the heartbeat and the deadline check. */
   start(): void {
-    const { leaseMs } = this.ctx.options;
+    const { leaseMs } = this.rt.options;
     this.heartbeat ??= setInterval(() => void this.renewLeases(), heartbeatIntervalMs(leaseMs));
     // Checked often enough that a deadline is never missed by more than a quarter of the margin.
     const check = Math.max(5, Math.floor(leaseMargin(leaseMs) / 4));
@@ -103,47 +68,35 @@ export class LeaseRenewal {
 
   /** Heartbeat: renews every held lease in one store call; aborts jobs whose lease is gone. */
   private async renewLeases(): Promise<void> {
-    const { jobs } = this.ctx;
-    const { store, owner, leaseMs } = this.ctx.options;
+    const { jobs } = this.rt;
     if (this.renewing || jobs.size === 0) return;
     this.renewing = true;
     const sentAt = monotonicNow();
-    const holding = [...jobs.values()].filter((h) => !h.lost);
-    // Progress reported since the last renewal rides in the same statement.
-    const writesProgress = store.capabilities.progress === true;
-    const refs: LeaseRenewalRef[] = holding.map((h) =>
-      writesProgress && h.progressDirty
-        ? { ...h.ref, progressJson: h.progressJson ?? null }
-        : h.ref,
-    );
+    const holding = [...jobs.values()].filter((h) => h.phase !== 'lost' && h.phase !== 'done');
     this.status.inFlightSince = sentAt;
     try {
-      const result = await store.renewLeases(owner, leaseMs, refs);
-      this.ctx.reportSuccess('renew leases');
+      const answers = await renew(
+        this.rt,
+        holding,
+        holding.map((held) => renewalRef(this.rt, held)),
+      );
+      this.rt.reportSuccess('renew leases');
       this.status.lastOkAt = Date.now();
       this.status.lastFailed = false;
-      const lost = new Set(result.lost);
-      const cancelled = new Set(result.cancelRequested ?? []);
-      refs.forEach((ref, i) => {
+      answers.forEach((answer, i) => {
         const held = holding[i] as HeldJob;
-        // Written, unless the handler reported again while the call was in flight.
-        if (ref.progressJson != null && held.progressJson === ref.progressJson) {
-          held.progressDirty = false;
+        // A job settled while the renewal was in flight is reported lost by it; that is not a
+        // lost lease. Settling jobs learn their fate from their own settle call.
+        if (held.phase === 'settling' || held.phase === 'done' || !jobs.isCurrent(held)) return;
+        if (answer === 'lost') this.markLost(held);
+        else if (held.phase !== 'lost') {
+          jobs.confirmed(held, sentAt);
+          if (answer === 'cancel-requested') cancelRequested(this.rt, this.settlement, held);
         }
       });
-      for (const held of holding) {
-        // A job settled while the renewal was in flight is reported lost by it; that is not a
-        // lost lease. Finished jobs learn their fate from their own settle call.
-        if (held.finished || !jobs.isCurrent(held)) continue;
-        if (lost.has(held.job.id)) this.markLost(held);
-        else if (!held.lost) {
-          held.leaseSentAt = Math.max(held.leaseSentAt, sentAt);
-          if (cancelled.has(held.job.id)) cancelRequested(this.ctx, this.settlement, held);
-        }
-      }
     } catch (error) {
       this.status.lastFailed = true;
-      this.ctx.reportError(error, 'renew leases');
+      this.rt.reportError(error, 'renew leases');
     } finally {
       this.renewing = false;
       this.status.inFlightSince = null;
@@ -151,24 +104,28 @@ export class LeaseRenewal {
     this.enforceDeadlines();
   }
 
-  /** Counts as lost every lease not confirmed in time, and stops its handler. */
+  /**
+   * Every lease not confirmed in time: a running job's handler is stopped (lost); a buffered
+   * one is given back (a release, fenced by its token: it changes nothing when another owner
+   * took the job meanwhile). Starting and settling jobs learn it from their own call.
+   */
   private enforceDeadlines(): void {
-    const { leaseMs } = this.ctx.options;
-    const limit = monotonicNow() - (leaseMs - leaseMargin(leaseMs));
-    for (const held of this.ctx.jobs.values()) {
-      if (!held.lost && !held.finished && held.leaseSentAt <= limit) this.markLost(held);
+    const { jobs } = this.rt;
+    const now = monotonicNow();
+    const lapsed: HeldJob[] = [];
+    for (const held of jobs.values()) {
+      if (held.phase === 'running' && !jobs.deadlineAhead(held, now)) this.markLost(held);
+      else if (held.phase === 'buffered' && !jobs.deadlineAhead(held, now)) lapsed.push(held);
+    }
+    if (lapsed.length > 0) {
+      for (const held of lapsed) jobs.toSettling(held);
+      this.settlement.queueRelease(lapsed);
+      this.settlement.settleSoon();
     }
   }
 
   private markLost(held: HeldJob): void {
-    if (held.lost) return;
-    held.lost = true;
-    const { jobs } = this.ctx;
-    const index = jobs.buffer.indexOf(held);
-    if (index >= 0) jobs.buffer.splice(index, 1);
-    const executing = held.controller !== null && !this.settlement.isSettling(held);
-    if (!executing) jobs.forget(held);
-    held.controller?.abort(new LockLostError(held.job.id));
-    this.ctx.reportLeaseLost(held);
+    if (!this.rt.jobs.lose(held)) return;
+    this.rt.reportLeaseLost(held);
   }
 }

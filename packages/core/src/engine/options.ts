@@ -8,7 +8,7 @@ import { hostname } from 'node:os';
 import { type Clock, StoreSyncedClock } from '../clock.js';
 import { JobsError, ValidationError } from '../errors.js';
 import { consoleLogger } from '../logger.js';
-import { DEFAULT_RETRIES, DEFAULT_RETRY_POLICY, parseRetryPolicy } from '../retry.js';
+import { DEFAULT_RETRIES, DEFAULT_RETRY_POLICY, MAX_RETRIES, parseRetryPolicy } from '../retry.js';
 import { durationToMs, parseDuration } from '../schedule/iso8601.js';
 import type { HistoryKeep, HistorySettings, JobStore, RetryPolicy } from '../store.js';
 import { type ResolvedRateLimit, resolveRateLimit } from './rate-limits.js';
@@ -24,8 +24,10 @@ import {
   assertKnownKeys,
   assertStoreCanLimit,
   assertText,
+  describe,
   MAX_PAYLOAD_LIMIT_BYTES,
   MAX_SCOPE_LIMIT,
+  MAX_TIMEOUT_MS,
 } from './validate.js';
 
 const ENGINE_OPTION_KEYS = new Set([
@@ -79,6 +81,8 @@ export interface ResolvedHandler {
   scopeLimit?: number;
   /** The type's rate limit (`HandlerDefinition.rateLimit`). */
   rateLimit?: ResolvedRateLimit;
+  /** The type's time limit of a run (`HandlerDefinition.timeoutMs`). */
+  timeoutMs?: number;
 }
 
 /** Engine options after validation, with every default filled in. */
@@ -151,12 +155,12 @@ export function resolveEngineOptions(options: EngineOptions): ResolvedEngineOpti
     MIN_POLL_MS,
     3600_000,
   );
-  const queues = options.queues ? [...options.queues] : null;
-  const tenants = options.tenants ? [...options.tenants] : null;
+  const queues = nameList(options.queues, 'queues');
+  const tenants = nameList(options.tenants, 'tenants');
   const retryPolicy = options.retry
     ? parseRetryPolicy(options.retry, 'retry').policy
     : DEFAULT_RETRY_POLICY;
-  const retries = assertInteger(options.retries ?? DEFAULT_RETRIES, 'retries', 0, 1000);
+  const retries = assertInteger(options.retries ?? DEFAULT_RETRIES, 'retries', 0, MAX_RETRIES);
   const maxPayloadBytes = assertInteger(
     options.maxPayloadBytes ?? 1024 * 1024,
     'maxPayloadBytes',
@@ -172,9 +176,14 @@ export function resolveEngineOptions(options: EngineOptions): ResolvedEngineOpti
   const clock = options.clock ?? (syncedClock as StoreSyncedClock);
 
   const handlers = new Map<string, ResolvedHandler>();
-  for (const [type, definition] of Object.entries(options.handlers ?? {})) {
+  for (const [type, given] of Object.entries(options.handlers ?? {})) {
+    // An `undefined` handler is refused by resolveHandler, with the type's name.
+    const definition = given as JobHandler | HandlerDefinition;
+    // A handler's name is the job type it runs, checked as enqueue checks a type: a name no
+    // store can hold (NUL stops every acquisition on PostgreSQL) fails here, not in the loop.
+    assertText(type, 'handlers');
     const resolved = resolveHandler(type, definition);
-    assertStoreCanLimit(store, resolved, `handlers.${type}`);
+    assertStoreCanLimit(store, { scopeLimit: resolved.scopeLimit ?? null }, `handlers.${type}`);
     if (typeof definition === 'object' && definition?.rateLimit !== undefined) {
       resolved.rateLimit = resolveRateLimit(
         definition.rateLimit,
@@ -206,6 +215,18 @@ export function resolveEngineOptions(options: EngineOptions): ResolvedEngineOpti
     history: resolveHistory(options.history),
     historyGiven: options.history !== undefined,
   };
+}
+
+/**
+ * The queues or tenants an engine takes jobs of (`EngineOptions.queues`/`tenants`): null for
+ * all, else names checked as enqueue checks a job's `queue` / `tenantId`.
+ */
+function nameList(value: readonly string[] | undefined | null, field: string): string[] | null {
+  if (value === undefined || value === null) return null;
+  if (!Array.isArray(value)) {
+    throw new ValidationError(field, `must be an array of names, got ${describe(value)}`);
+  }
+  return value.map((name, i) => assertText(name, `${field}.${i}`));
 }
 
 /** Checks `EngineOptions.history` and fills in its defaults. */
@@ -248,7 +269,7 @@ function resolveHandler(type: string, definition: JobHandler | HandlerDefinition
   }
   assertKnownKeys(
     definition,
-    new Set(['handler', 'retry', 'retries', 'scopeLimit', 'rateLimit']),
+    new Set(['handler', 'retry', 'retries', 'scopeLimit', 'rateLimit', 'timeoutMs']),
     `handlers.${type}`,
   );
   const parsed = definition.retry
@@ -259,7 +280,7 @@ function resolveHandler(type: string, definition: JobHandler | HandlerDefinition
     policy: parsed?.policy ?? null,
     retries:
       definition.retries !== undefined
-        ? assertInteger(definition.retries, `handlers.${type}.retries`, 0, 1000)
+        ? assertInteger(definition.retries, `handlers.${type}.retries`, 0, MAX_RETRIES)
         : (parsed?.retries ?? undefined),
     ...(definition.scopeLimit === undefined
       ? {}
@@ -269,6 +290,16 @@ function resolveHandler(type: string, definition: JobHandler | HandlerDefinition
             `handlers.${type}.scopeLimit`,
             1,
             MAX_SCOPE_LIMIT,
+          ),
+        }),
+    ...(definition.timeoutMs === undefined
+      ? {}
+      : {
+          timeoutMs: assertInteger(
+            definition.timeoutMs,
+            `handlers.${type}.timeoutMs`,
+            1,
+            MAX_TIMEOUT_MS,
           ),
         }),
   };

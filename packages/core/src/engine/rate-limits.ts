@@ -10,13 +10,34 @@
  * `ctx.rateLimited(ms)` pushes the running job's window out by `ms` and puts the job back the
  * same way when its handler returns.
  */
+import { createHash } from 'node:crypto';
 import { JobsError, ValidationError } from '../errors.js';
-import { type Job, type JobRef, type JobStore, type RateTokenRequest, refOf } from '../store.js';
+import {
+  type Job,
+  type JobRef,
+  type JobStore,
+  type RateTokenRequest,
+  refOf,
+  type StoreRateLimits,
+} from '../store.js';
 import type { RateLimit } from './types.js';
-import { assertInteger } from './validate.js';
+import { assertInteger, UNSTORABLE_IN_NAME } from './validate.js';
 
 /** Longest window or push-back: a day. */
 export const MAX_RATE_WINDOW_MS = 86_400_000;
+
+/** Longest window key a store keeps (`RateTokenRequest.key`; MySQL's column holds 255). */
+export const MAX_RATE_KEY_LENGTH = 255;
+
+/**
+ * The window key of `type|key` as the store keeps it: itself, or, when longer than a store
+ * holds (a long type and a long key), its SHA-256 — the same on every node, so the window is
+ * still shared, and the same on every store.
+ */
+export function windowKey(key: string): string {
+  if (key.length <= MAX_RATE_KEY_LENGTH) return key;
+  return `sha256:${createHash('sha256').update(key).digest('hex')}`;
+}
 
 /** A type's rate limit, validated. */
 export interface ResolvedRateLimit {
@@ -29,7 +50,7 @@ export interface ResolvedRateLimit {
 export function resolveRateLimit(
   value: unknown,
   field: string,
-  store: Pick<JobStore, 'name' | 'capabilities' | 'takeRateTokens' | 'deferJobs'>,
+  store: Pick<JobStore, 'name' | 'rateLimits'>,
 ): ResolvedRateLimit {
   if (typeof value !== 'object' || value === null) {
     throw new ValidationError(field, 'must be { max, perMs, key? }');
@@ -42,10 +63,10 @@ export function resolveRateLimit(
   if (key !== undefined && typeof key !== 'function') {
     throw new ValidationError(`${field}.key`, 'must be a function (job) => string');
   }
-  if (!store.capabilities.rateLimits || !store.takeRateTokens || !store.deferJobs) {
+  if (!store.rateLimits) {
     throw new ValidationError(
       field,
-      `the ${store.name} store keeps no rate limits (capabilities.rateLimits is not set)`,
+      `the ${store.name} store keeps no rate limits (it has no \`rateLimits\`)`,
     );
   }
   return {
@@ -72,18 +93,38 @@ export class RateLimits {
     private readonly onKeyError: (error: unknown) => void = () => {},
   ) {}
 
+  /**
+   * The store's rate-limit windows: present whenever limits are set (`resolveRateLimit`
+   * refused them otherwise) or a job was deferred, so its absence here is a bug.
+   */
+  private windows(): StoreRateLimits {
+    const windows = this.store.rateLimits;
+    if (!windows) {
+      throw new JobsError(
+        'STORE',
+        `[@jobs/core] the ${this.store.name} store has no \`rateLimits\``,
+      );
+    }
+    return windows;
+  }
+
   /** The window key of a limited job: its type, or `type|key` for a keyed limit. */
   private keyOf(job: Job, limit: ResolvedRateLimit): string {
     if (!limit.key) return job.type;
     try {
       const key = limit.key(job);
-      if (typeof key !== 'string' || key === '' || key.length > 200) {
+      if (
+        typeof key !== 'string' ||
+        key === '' ||
+        key.length > 200 ||
+        UNSTORABLE_IN_NAME.test(key)
+      ) {
         throw new ValidationError(
           `handlers.${job.type}.rateLimit.key`,
-          `must return a string of 1 to 200 characters, got ${JSON.stringify(key)} for job ${job.id}`,
+          `must return a string of 1 to 200 characters without control characters or unpaired surrogates, got ${JSON.stringify(key)} for job ${job.id}`,
         );
       }
-      return `${job.type}|${key}`;
+      return windowKey(`${job.type}|${key}`);
     } catch (error) {
       this.onKeyError(error);
       return job.type;
@@ -115,9 +156,7 @@ export class RateLimits {
       }
       if (byKey.size === 0) return jobs;
       const entries = [...byKey.values()];
-      const grants = await (this.store.takeRateTokens as NonNullable<JobStore['takeRateTokens']>)(
-        entries.map((e) => e.request),
-      );
+      const grants = await this.windows().takeRateTokens(entries.map((e) => e.request));
       const refused = new Set<Job>();
       const deferrals = new Map<number, JobRef[]>();
       const now = this.now();
@@ -131,7 +170,7 @@ export class RateLimits {
         deferrals.set(delay, [...(deferrals.get(delay) ?? []), ...over.map(refOf)]);
       });
       for (const [delay, refs] of deferrals) {
-        await (this.store.deferJobs as NonNullable<JobStore['deferJobs']>)(refs, delay);
+        await this.windows().deferJobs(refs, delay);
       }
       return jobs.filter((job) => !refused.has(job));
     } catch (error) {
@@ -144,16 +183,17 @@ export class RateLimits {
   /** `ctx.rateLimited(ms)`: pushes the job's window out and marks it to be deferred. */
   async pushBack(job: Job, delayMs: number): Promise<void> {
     const ms = assertInteger(delayMs, 'ctx.rateLimited(ms)', 1, MAX_RATE_WINDOW_MS);
-    if (!this.store.deferJobs) {
+    const windows = this.store.rateLimits;
+    if (!windows) {
       throw new JobsError(
         'STORE',
-        `[@jobs/core] ctx.rateLimited: the ${this.store.name} store cannot defer jobs (capabilities.rateLimits is not set)`,
+        `[@jobs/core] ctx.rateLimited: the ${this.store.name} store cannot defer jobs (it has no \`rateLimits\`)`,
       );
     }
     this.pushedBack.set(job.id, ms);
     const limit = this.limits.get(job.type);
-    if (limit && this.store.takeRateTokens) {
-      await this.store.takeRateTokens([
+    if (limit) {
+      await windows.takeRateTokens([
         { key: this.keyOf(job, limit), max: limit.max, perMs: limit.perMs, want: 0, blockMs: ms },
       ]);
     }
@@ -169,10 +209,7 @@ export class RateLimits {
 
   /** Defers a held job whose handler was rate-limited; true when its lease was still ours. */
   async defer(ref: JobRef, delayMs: number): Promise<boolean> {
-    const { lost } = await (this.store.deferJobs as NonNullable<JobStore['deferJobs']>)(
-      [ref],
-      delayMs,
-    );
+    const { lost } = await this.windows().deferJobs([ref], delayMs);
     return lost.length === 0;
   }
 }

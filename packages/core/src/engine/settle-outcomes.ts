@@ -1,14 +1,27 @@
 /**
  * What a settle call's answer means for each job: the events (completed, failed, retried,
- * deadlettered, released, cancelled), a lease reported lost, and *uncertain settles* — a call
- * that failed may have taken effect before it failed, so a retry that finds the lease gone reads
- * the job (and its history) to tell "our earlier call did it" from "another owner ran it again".
+ * deadlettered, released, cancelled), a lease reported lost, a settle refused for a cancel
+ * request (`SettleResult.cancelRequested`: the job is cancelled now, no read needed), and
+ * *uncertain settles* — a call that failed may have taken effect before it failed, so a retry
+ * that finds the lease gone reads the job (and its history) to tell "our earlier call did it"
+ * from "another owner ran it again".
  */
-import type { HistoryOutcome, Job, SettleResult } from '../store.js';
-import { canCancel } from './cancellation.js';
-import type { EngineContext } from './context.js';
+import {
+  canCancel,
+  type HistoryOutcome,
+  type Job,
+  type JobFailure,
+  type SettleResult,
+} from '../store.js';
 import type { HeldJob } from './held-jobs.js';
-import type { PendingFailure } from './settlement.js';
+import type { EngineRuntime } from './runtime.js';
+
+/** A failure to write: the held job, what the store is told, whether it will be retried. */
+export interface PendingFailure {
+  held: HeldJob;
+  failure: JobFailure;
+  willRetry: boolean;
+}
 
 export class SettleOutcomes {
   private readonly settleChecks = new Set<Promise<void>>();
@@ -19,7 +32,7 @@ export class SettleOutcomes {
    * @param cancelNow writes a job found cancel-requested after an uncertain settle as cancelled.
    */
   constructor(
-    private readonly ctx: EngineContext,
+    private readonly rt: EngineRuntime,
     private readonly scheduledJobsEnded: () => void,
     private readonly cancelNow: (held: HeldJob) => Promise<void>,
   ) {}
@@ -28,16 +41,18 @@ export class SettleOutcomes {
     this.afterScheduledJobsEnded(cancels);
     const lost = new Set(result.lost);
     for (const held of cancels) {
-      this.ctx.jobs.forget(held);
       const cancelled = () =>
-        this.ctx.emit('cancelled', {
+        this.rt.emit('cancelled', {
           job: held.job,
           durationMs: held.startedAt > 0 ? Date.now() - held.startedAt : null,
         });
-      if (!lost.has(held.job.id)) cancelled();
-      else if (held.settleUncertain) {
+      if (held.settleUncertain && lost.has(held.job.id)) {
         this.reportUncertain(held, (job) => this.endedByThisRun(held, job, 'cancelled'), cancelled);
-      } else this.ctx.reportLeaseLost(held);
+        continue;
+      }
+      this.rt.jobs.settled(held);
+      if (!lost.has(held.job.id)) cancelled();
+      else this.rt.reportLeaseLost(held);
     }
   }
 
@@ -49,45 +64,57 @@ export class SettleOutcomes {
   afterComplete(done: HeldJob[], result: SettleResult): void {
     this.afterScheduledJobsEnded(done);
     const lost = result.lost.length > 0 ? new Set(result.lost) : null;
+    const refused = cancelRequestedIn(result);
     const now = Date.now();
-    const listened = this.ctx.listens('completed');
+    const listened = this.rt.listens('completed');
     for (const held of done) {
-      this.ctx.jobs.forget(held);
+      if (refused?.has(held.job.id)) {
+        this.cancelRefused(held);
+        continue;
+      }
       if (!lost?.has(held.job.id)) {
+        this.rt.jobs.settled(held);
         if (listened) {
-          this.ctx.emit('completed', { job: held.job, durationMs: now - held.startedAt });
+          this.rt.emit('completed', { job: held.job, durationMs: now - held.startedAt });
         }
         continue;
       }
       const completed = () =>
-        this.ctx.emit('completed', { job: held.job, durationMs: now - held.startedAt });
+        this.rt.emit('completed', { job: held.job, durationMs: now - held.startedAt });
       if (held.settleUncertain) {
         // An earlier call may have deleted it: then the job is gone, and it was ours — unless
         // another owner ran it again after the lease ran out and completed it (history tells).
         this.reportUncertain(held, (job) => this.endedByThisRun(held, job, 'completed'), completed);
-      } else if (this.mayBeCancelled()) {
-        this.reportUncertain(held, () => false, completed);
-      } else this.ctx.reportLeaseLost(held);
+      } else {
+        this.rt.jobs.settled(held);
+        this.rt.reportLeaseLost(held);
+      }
     }
   }
 
   afterFail(fails: PendingFailure[], result: SettleResult): void {
     this.afterScheduledJobsEnded(fails.map((f) => f.held));
     const lost = new Set(result.lost);
+    const refused = cancelRequestedIn(result);
     for (const { held, failure, willRetry } of fails) {
-      this.ctx.jobs.forget(held);
+      if (refused?.has(held.job.id)) {
+        this.cancelRefused(held);
+        continue;
+      }
       const failed = () => {
-        this.ctx.emit('failed', {
+        this.rt.emit('failed', {
           job: held.job,
           error: failure.error,
           willRetry,
           retryDelayMs: failure.retryDelayMs,
         });
-        if (willRetry) this.ctx.emit('retried', { job: held.job });
-        else this.ctx.emit('deadlettered', { job: held.job, error: failure.error });
+        if (willRetry) this.rt.emit('retried', { job: held.job });
+        else this.rt.emit('deadlettered', { job: held.job, error: failure.error });
       };
-      if (!lost.has(held.job.id)) failed();
-      else if (held.settleUncertain) {
+      if (!lost.has(held.job.id)) {
+        this.rt.jobs.settled(held);
+        failed();
+      } else if (held.settleUncertain) {
         // An earlier call may have recorded the failure: then the job carries our error (it may
         // have been retried, even run and finished, since). A lease that really ran out carries
         // the lease-expired error instead.
@@ -96,37 +123,51 @@ export class SettleOutcomes {
           (job) => job === null || job.lastError?.message === failure.error.message,
           failed,
         );
-      } else if (this.mayBeCancelled()) {
-        this.reportUncertain(held, () => false, failed);
-      } else this.ctx.reportLeaseLost(held);
+      } else {
+        this.rt.jobs.settled(held);
+        this.rt.reportLeaseLost(held);
+      }
     }
     // A retry is a new timer: let the loop see its due time.
-    if (fails.some((f) => f.willRetry)) this.ctx.wakeup.wake();
+    if (fails.some((f) => f.willRetry)) this.rt.wakeup.wake();
   }
 
   afterRelease(releases: HeldJob[], result: SettleResult): void {
     const lost = new Set(result.lost);
-    for (const held of releases) this.ctx.jobs.forget(held);
+    for (const held of releases) this.rt.jobs.settled(held);
     const jobs = releases.filter((h) => !lost.has(h.job.id)).map((h) => h.job);
     if (jobs.length > 0) {
-      this.ctx.emit('released', { jobs });
-      this.ctx.wakeup.wake();
+      this.rt.emit('released', { jobs });
+      this.rt.wakeup.wake();
     }
   }
 
   /**
-   * A completion or failure the store refused may have met a cancel request (`complete` and
-   * `fail` leave cancelled jobs to their owner): worth a read before calling the lease lost.
+   * An uncertain settle's job may have met a cancel request (`complete` and `fail` leave
+   * cancelled jobs to their owner): the read then checks for one.
    */
   private mayBeCancelled(): boolean {
-    return canCancel(this.ctx.options.store);
+    return canCancel(this.rt.options.store);
+  }
+
+  /**
+   * A completion or failure the store refused for a cancel request: the job is still ours,
+   * flagged, and is cancelled now (it stays settling until then); `stop()` waits for it.
+   */
+  private cancelRefused(held: HeldJob): void {
+    held.cancelRequested = true;
+    held.settleUncertain = false;
+    const cancel = this.cancelNow(held).catch((error: unknown) => {
+      this.rt.reportError(error, `cancel job ${held.job.id} after a refused settle`);
+    });
+    this.settleChecks.add(cancel);
+    void cancel.finally(() => this.settleChecks.delete(cancel));
   }
 
   /**
    * After a settle call that failed (maybe having taken effect) and a retry that found the lease
-   * gone, or a refused settle on a store that can cancel: reads the job to tell "our earlier
-   * call did it" (`report`), "an operator cancelled it" (still ours, flagged: cancelled now,
-   * never retried) and a lease really lost. `stop()` waits for these reads (and the
+   * gone: reads the job to tell "our earlier call did it" (`report`), "an operator cancelled
+   * it" (still ours, flagged: cancelled now, never retried) and a lease really lost. `stop()` waits for these reads (and the
    * cancellations they write). When the job cannot be read, only the error is reported.
    */
   private reportUncertain(
@@ -137,17 +178,22 @@ export class SettleOutcomes {
     const check = (async () => {
       for (let attempt = 1; ; attempt++) {
         try {
-          const job = await this.ctx.options.store.getJob(held.job.id);
+          const job = await this.rt.options.store.getJob(held.job.id);
           if (job?.cancelRequested && job.lockToken === held.ref.token && this.mayBeCancelled()) {
+            // Still ours, flagged: it is cancelled now (it stays settling until then).
             held.cancelRequested = true;
             held.settleUncertain = false;
             await this.cancelNow(held);
-          } else if (await ours(job)) report();
-          else this.ctx.reportLeaseLost(held);
+            return;
+          }
+          this.rt.jobs.settled(held);
+          if (await ours(job)) report();
+          else this.rt.reportLeaseLost(held);
           return;
         } catch (error) {
           if (attempt >= 3) {
-            this.ctx.reportError(error, `read job ${held.job.id} after an uncertain settle`);
+            this.rt.jobs.settled(held);
+            this.rt.reportError(error, `read job ${held.job.id} after an uncertain settle`);
             return;
           }
           await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
@@ -170,12 +216,12 @@ export class SettleOutcomes {
     outcome: HistoryOutcome,
   ): Promise<boolean> {
     if (job !== null) return false;
-    const record = await this.ctx.options.store.getHistory?.(held.job.id);
+    const record = await this.rt.options.store.history?.get(held.job.id);
     if (!record) return true;
     return (
       record.outcome === outcome &&
       record.attempts === held.job.attempts &&
-      record.lockOwner === this.ctx.options.owner
+      record.lockOwner === this.rt.options.owner
     );
   }
 
@@ -183,4 +229,11 @@ export class SettleOutcomes {
   async uncertainSettlesChecked(): Promise<void> {
     while (this.settleChecks.size > 0) await Promise.all(this.settleChecks);
   }
+}
+
+/** The ids a settle refused for a cancel request, or null when none. */
+function cancelRequestedIn(result: SettleResult): ReadonlySet<string> | null {
+  return result.cancelRequested && result.cancelRequested.length > 0
+    ? new Set(result.cancelRequested)
+    : null;
 }

@@ -11,29 +11,59 @@
  *   effect before it failed, a retry that finds the lease gone reads the job to tell "our earlier
  *   call did it" from a lease really lost (an *uncertain settle*).
  */
-import type { JobCompletion, JobFailure } from '../store.js';
-import type { EngineContext } from './context.js';
+import type { JobCompletion, JobFailure, SettleResult } from '../store.js';
 import type { HeldJob } from './held-jobs.js';
-import { writeFinalProgress } from './lease-renewal.js';
-import { SettleOutcomes } from './settle-outcomes.js';
+import { writeFinalProgress } from './renewals.js';
+import type { EngineRuntime } from './runtime.js';
+import { type PendingFailure, SettleOutcomes } from './settle-outcomes.js';
+
+export type { PendingFailure } from './settle-outcomes.js';
 
 /** How long a completion may wait to ride on the next acquisition (a busy engine: 1–2 ms). */
 const COMPLETION_HOLD_MS = 10;
 /** Longest wait before retrying a failed settle call (never more than a quarter lease). */
 const MAX_SETTLE_RETRY_MS = 5_000;
 
-export interface PendingFailure {
-  held: HeldJob;
-  failure: JobFailure;
-  willRetry: boolean;
-}
-
 /** What completing `held` writes: its claim, plus its result and duration for history. */
 export function completionOf(held: HeldJob): JobCompletion {
   return held.completion ?? held.ref;
 }
 
-export class Settlement {
+/**
+ * The face a finished run (dispatch, cancellation, lease renewal, start marks) hands its outcome
+ * to: queue it, and ask for it to be written soon.
+ */
+export interface Settler {
+  queueCompletion(held: HeldJob): void;
+  queueFailure(failure: PendingFailure): void;
+  queueRelease(held: readonly HeldJob[]): void;
+  queueCancel(held: HeldJob): void;
+  settleSoon(): void;
+}
+
+/**
+ * The acquisition loop's face: the completions it folds into its next `completeAndAcquire`, and
+ * what the store answered for them (`landed`) or that the call failed (`retryCompletions`).
+ */
+export interface CompletionFold {
+  foldsCompletions(): boolean;
+  hasPendingCompletions(): boolean;
+  takePendingCompletions(): HeldJob[];
+  landed(done: HeldJob[], result: SettleResult): void;
+  retryCompletions(done: HeldJob[]): void;
+}
+
+/** Shutdown's face: write what is queued before the deadline, then let go. */
+export interface Drain {
+  readonly pendingCount: number;
+  queueRelease(held: readonly HeldJob[]): void;
+  scheduleFlush(afterFailure: boolean): void;
+  flushUntilEmpty(deadline?: number): Promise<void>;
+  uncertainSettlesChecked(): Promise<void>;
+  detach(): void;
+}
+
+export class Settlement implements Settler, CompletionFold, Drain {
   private pendingComplete: HeldJob[] = [];
   private pendingFail: PendingFailure[] = [];
   private pendingRelease: HeldJob[] = [];
@@ -47,17 +77,17 @@ export class Settlement {
   /** A batch of failures was refused: write them one by one until a round lands whole. */
   private splitFailures = false;
   private completionTimer: NodeJS.Timeout | null = null;
-  readonly outcomes: SettleOutcomes;
+  private readonly outcomes: SettleOutcomes;
 
   /**
    * @param scheduledJobsEnded called when jobs created by a schedule ended: a coalesced schedule
    *   fire waits for its previous occurrence to end, so the schedules must be looked at again.
    */
   constructor(
-    private readonly ctx: EngineContext,
+    private readonly rt: EngineRuntime,
     scheduledJobsEnded: () => void,
   ) {
-    this.outcomes = new SettleOutcomes(ctx, scheduledJobsEnded, async (held) => {
+    this.outcomes = new SettleOutcomes(rt, scheduledJobsEnded, async (held) => {
       this.queueCancel(held);
       await this.flush();
     });
@@ -82,18 +112,8 @@ export class Settlement {
    * one call at a time; on a pool they run beside it, on another connection (~1.15× on PostgreSQL).
    */
   foldsCompletions(): boolean {
-    const { store } = this.ctx.options;
+    const { store } = this.rt.options;
     return store.completeAndAcquire !== undefined && store.capabilities.concurrentCalls !== true;
-  }
-
-  /** Whether a settle call for `held` is pending (its handler has finished). */
-  isSettling(held: HeldJob): boolean {
-    return (
-      this.pendingComplete.includes(held) ||
-      this.pendingRelease.includes(held) ||
-      this.pendingCancel.includes(held) ||
-      this.pendingFail.some((f) => f.held === held)
-    );
   }
 
   queueCompletion(held: HeldJob): void {
@@ -114,14 +134,15 @@ export class Settlement {
 
   /**
    * Takes the pending completions for one store call; the next one starts a new hold. Those
-   * with progress not yet written stay for `flush`, which writes the progress first.
+   * with progress or log lines not yet written stay for `flush`, which writes them first.
    */
   takePendingCompletions(): HeldJob[] {
     const taken = this.takeAllCompletions();
-    if (!taken.some((held) => held.progressDirty)) return taken;
-    this.pendingComplete = taken.filter((held) => held.progressDirty);
+    const dirty = (held: HeldJob) => held.progressDirty === true || held.logsDirty === true;
+    if (!taken.some(dirty)) return taken;
+    this.pendingComplete = taken.filter(dirty);
     this.scheduleFlush(false);
-    return taken.filter((held) => !held.progressDirty);
+    return taken.filter((held) => !dirty(held));
   }
 
   /** The pending completions, less those of runs this engine has leased again (lost). */
@@ -131,8 +152,8 @@ export class Settlement {
       this.completionTimer = null;
     }
     const taken = this.pendingComplete.splice(0);
-    for (const lost of this.ctx.jobs.takeSuperseded(taken, (held) => held)) {
-      this.ctx.reportLeaseLost(lost);
+    for (const lost of this.rt.jobs.takeSuperseded(taken, (held) => held)) {
+      this.rt.reportLeaseLost(lost);
     }
     return taken;
   }
@@ -149,7 +170,7 @@ export class Settlement {
    * they can ride on the loop's next acquisition (the store does both in one call).
    */
   settleSoon(): void {
-    const folds = this.foldsCompletions() && this.ctx.running;
+    const folds = this.foldsCompletions() && this.rt.running;
     if (
       this.pendingFail.length + this.pendingRelease.length + this.pendingCancel.length > 0 ||
       !folds
@@ -172,10 +193,24 @@ export class Settlement {
     }, COMPLETION_HOLD_MS);
   }
 
-  /** Limited jobs settled: their scopes' next jobs may be back from blocked, acquirable. */
-  wakeForScopes(settled: readonly HeldJob[]): void {
-    const { store } = this.ctx.options;
-    if (store.rebalanceScopes && settled.some((h) => h.ref.scope)) this.ctx.wakeup.wake();
+  /** Completions folded into an acquisition were written: report them, wake for their scopes. */
+  landed(done: HeldJob[], result: SettleResult): void {
+    this.outcomes.afterComplete(done, result);
+    this.wakeForScopes(done);
+  }
+
+  /** Waits for the reads and cancellations that decide how refused settles are reported. */
+  uncertainSettlesChecked(): Promise<void> {
+    return this.outcomes.uncertainSettlesChecked();
+  }
+
+  /**
+   * Limited jobs settled: each freed a slot of its scope, so the scope's next job may be
+   * acquirable now (let back in from blocked, on a store with a blocked set, or simply next in
+   * line). A property of the settled jobs, not of the store: every store wakes alike.
+   */
+  private wakeForScopes(settled: readonly HeldJob[]): void {
+    if (settled.some((h) => h.ref.scope)) this.rt.wakeup.wake();
   }
 
   scheduleFlush(afterFailure: boolean): void {
@@ -187,7 +222,7 @@ export class Settlement {
     };
     if (afterFailure) {
       // Retry well inside the lease: a completion written after the lease ran out is lost work.
-      const cap = Math.max(10, Math.min(MAX_SETTLE_RETRY_MS, this.ctx.options.leaseMs / 4));
+      const cap = Math.max(10, Math.min(MAX_SETTLE_RETRY_MS, this.rt.options.leaseMs / 4));
       const delay = Math.min(cap, 50 * 2 ** Math.min(this.flushFailures, 7));
       const timer = setTimeout(run, delay);
       if (this.detached) timer.unref();
@@ -208,28 +243,28 @@ export class Settlement {
   }
 
   private async flushOnce(): Promise<void> {
-    const { store } = this.ctx.options;
+    const { store } = this.rt.options;
     const completes = this.takeAllCompletions();
     const fails = this.pendingFail.splice(0);
     const releases = this.pendingRelease.splice(0);
     const cancels = this.pendingCancel.splice(0);
     // A job cancelled is gone like one completed (a failed or released one comes back).
-    for (const lost of this.ctx.jobs.takeSuperseded(cancels, (held) => held)) {
-      this.ctx.reportLeaseLost(lost);
+    for (const lost of this.rt.jobs.takeSuperseded(cancels, (held) => held)) {
+      this.rt.reportLeaseLost(lost);
     }
     if (completes.length + fails.length + releases.length + cancels.length === 0) return;
     if (this.detached) {
       // After stop(): a write for a lease that ran out is dropped (the store would refuse it).
-      const { jobs, options } = this.ctx;
+      const { jobs } = this.rt;
       const self = (held: HeldJob) => held;
       const left =
-        jobs.forgetLapsed(completes, self, options.leaseMs) +
-        jobs.forgetLapsed(fails, (f) => f.held, options.leaseMs) +
-        jobs.forgetLapsed(releases, self, options.leaseMs) +
-        jobs.forgetLapsed(cancels, self, options.leaseMs);
+        jobs.forgetLapsed(completes, self) +
+        jobs.forgetLapsed(fails, (f) => f.held) +
+        jobs.forgetLapsed(releases, self) +
+        jobs.forgetLapsed(cancels, self);
       if (left === 0) return;
     }
-    await writeFinalProgress(this.ctx, [...completes, ...fails.map((f) => f.held), ...cancels]);
+    await writeFinalProgress(this.rt, [...completes, ...fails.map((f) => f.held), ...cancels]);
     // After a batch of failures was refused, each is written on its own: one job's bad write
     // (a value the database cannot hold) never holds back the others (invariant 17).
     const splitFails = this.splitFailures && fails.length > 1;
@@ -238,38 +273,38 @@ export class Settlement {
       fails.length > 0 && !splitFails ? store.fail(fails.map((f) => f.failure)) : null,
       releases.length > 0 ? store.release(releases.map((h) => h.ref)) : null,
       splitFails ? this.failOneByOne(fails) : null,
-      cancels.length > 0 ? store.cancelHeld?.(cancels.map(completionOf)) : null,
+      cancels.length > 0 ? store.cancellation?.cancelHeld(cancels.map(completionOf)) : null,
     ]);
     this.wakeForScopes([...completes, ...fails.map((f) => f.held), ...releases, ...cancels]);
     let anyFailed = false;
     if (cancelled?.status === 'fulfilled') {
       if (cancelled.value) {
-        this.ctx.reportSuccess('cancel');
+        this.rt.reportSuccess('cancel');
         this.outcomes.afterCancel(cancels, cancelled.value);
       }
     } else {
       anyFailed = true;
       for (const held of cancels) held.settleUncertain = true;
       this.pendingCancel.unshift(...cancels);
-      this.ctx.reportError(cancelled?.reason, 'cancel');
+      this.rt.reportError(cancelled?.reason, 'cancel');
     }
     if (completed?.status === 'fulfilled') {
       if (completed.value) {
-        this.ctx.reportSuccess('complete');
+        this.rt.reportSuccess('complete');
         this.outcomes.afterComplete(completes, completed.value);
       }
     } else {
       anyFailed = true;
       for (const held of completes) held.settleUncertain = true;
       this.pendingComplete.unshift(...completes);
-      this.ctx.reportError(completed?.reason, 'complete');
+      this.rt.reportError(completed?.reason, 'complete');
     }
     if (split?.status === 'fulfilled' && split.value) {
       if (split.value.refused > 0) anyFailed = true;
       else this.splitFailures = false;
     } else if (failed?.status === 'fulfilled') {
       if (failed.value) {
-        this.ctx.reportSuccess('fail');
+        this.rt.reportSuccess('fail');
         this.outcomes.afterFail(fails, failed.value);
       }
     } else {
@@ -277,27 +312,27 @@ export class Settlement {
       for (const { held } of fails) held.settleUncertain = true;
       this.pendingFail.unshift(...fails);
       if (fails.length > 1) this.splitFailures = true;
-      this.ctx.reportError(failed?.reason, 'fail');
+      this.rt.reportError(failed?.reason, 'fail');
     }
     if (released?.status === 'fulfilled') {
       if (released.value) {
-        this.ctx.reportSuccess('release');
+        this.rt.reportSuccess('release');
         this.outcomes.afterRelease(releases, released.value);
       }
     } else {
       anyFailed = true;
       this.pendingRelease.unshift(...releases);
-      this.ctx.reportError(released?.reason, 'release');
+      this.rt.reportError(released?.reason, 'release');
     }
     this.flushFailures = anyFailed ? this.flushFailures + 1 : 0;
     if (anyFailed) this.scheduleFlush(true);
     else this.settleSoon();
-    this.ctx.jobs.changed();
+    this.rt.jobs.changed();
   }
 
   /** Writes each failure in its own store call; the refused ones wait for the next flush. */
   private async failOneByOne(fails: PendingFailure[]): Promise<{ refused: number }> {
-    const { store } = this.ctx.options;
+    const { store } = this.rt.options;
     const results = await Promise.allSettled(fails.map((f) => store.fail([f.failure])));
     let refused = 0;
     results.forEach((result, i) => {
@@ -309,7 +344,7 @@ export class Settlement {
       refused += 1;
       pending.held.settleUncertain = true;
       this.pendingFail.push(pending);
-      this.ctx.reportError(result.reason, 'fail');
+      this.rt.reportError(result.reason, 'fail');
     });
     return { refused };
   }
@@ -326,12 +361,12 @@ export class Settlement {
    * Flushes until nothing is pending, retrying failed store calls until `deadline` (epoch ms;
    * default: one lease from now).
    */
-  async flushUntilEmpty(deadline = Date.now() + this.ctx.options.leaseMs): Promise<void> {
+  async flushUntilEmpty(deadline = Date.now() + this.rt.options.leaseMs): Promise<void> {
     while (this.pendingCount > 0) {
       await this.flush();
       if (this.pendingCount === 0) break;
       if (Date.now() > deadline) {
-        this.ctx.options.logger.warn(
+        this.rt.options.logger.warn(
           'could not write all finished jobs before stopping; their leases will expire',
           { pending: this.pendingCount },
         );

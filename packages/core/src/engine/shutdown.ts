@@ -9,9 +9,10 @@
  */
 import { JobsError } from '../errors.js';
 import type { AcquisitionLoop } from './acquisition-loop.js';
-import type { EngineContext } from './context.js';
 import type { LeaseRenewal } from './lease-renewal.js';
-import type { Settlement } from './settlement.js';
+import type { EngineRuntime } from './runtime.js';
+import type { Drain } from './settlement.js';
+import type { StartMarks } from './start-marks.js';
 
 /** How long aborted handlers get to return before stop() leaves them to their leases. */
 export const SHUTDOWN_GRACE_MS = 2_000;
@@ -39,15 +40,16 @@ function before(promise: Promise<unknown>, deadline: number): Promise<boolean> {
 
 export class Shutdown {
   constructor(
-    private readonly ctx: EngineContext,
+    private readonly rt: EngineRuntime,
     private readonly loop: AcquisitionLoop,
-    private readonly settlement: Settlement,
+    private readonly settlement: Drain,
     private readonly leases: LeaseRenewal,
+    private readonly startMarks: StartMarks,
   ) {}
 
   /** Runs the shutdown of an engine whose state is already `stopping`. */
   async run(timeoutMs: number): Promise<void> {
-    const { jobs, options } = this.ctx;
+    const { jobs, options } = this.rt;
     const started = Date.now();
     const handlersDeadline = started + timeoutMs;
     const deadline = handlersDeadline + SHUTDOWN_GRACE_MS + STORE_GRACE_MS;
@@ -55,11 +57,13 @@ export class Shutdown {
     // released when they arrive (see `Dispatcher.take`).
     await before(this.loop.stop(), started + STORE_GRACE_MS);
     this.releaseBuffered();
+    // Jobs whose start is being recorded are given back when the store answers.
+    await before(this.startMarks.idle(), started + STORE_GRACE_MS);
 
     let orphans = 0;
     if (jobs.executing > 0 && !(await this.waitForIdle(handlersDeadline - Date.now()))) {
       for (const held of jobs.values()) {
-        if (held.controller && !held.controller.aborted) {
+        if (held.phase === 'running' && held.controller && !held.controller.aborted) {
           held.shutdownAborted = true;
           held.controller.abort(
             new JobsError(
@@ -77,7 +81,7 @@ export class Shutdown {
       });
     }
     // Reads that decide how an uncertain settle is reported, before the caller closes the store.
-    await before(this.settlement.outcomes.uncertainSettlesChecked(), deadline);
+    await before(this.settlement.uncertainSettlesChecked(), deadline);
     // What the store has not taken yet is retried in the background for as long as the leases
     // may be live, without keeping the process alive.
     this.settlement.detach();
@@ -98,7 +102,7 @@ export class Shutdown {
    * `boundMs` passes; then the leases are left to expire.
    */
   private renewOrphans(boundMs: number): void {
-    const { jobs } = this.ctx;
+    const { jobs } = this.rt;
     const giveUp = setTimeout(() => {
       jobs.onChange = null;
       this.leases.stop();
@@ -116,14 +120,14 @@ export class Shutdown {
   }
 
   private releaseBuffered(): void {
-    const { buffer } = this.ctx.jobs;
-    if (buffer.length === 0) return;
-    this.settlement.queueRelease(buffer.splice(0));
+    const buffered = this.rt.jobs.drainBuffer();
+    if (buffered.length === 0) return;
+    this.settlement.queueRelease(buffered);
     this.settlement.scheduleFlush(false);
   }
 
   private waitForIdle(timeoutMs: number): Promise<boolean> {
-    const { jobs } = this.ctx;
+    const { jobs } = this.rt;
     if (jobs.executing === 0) return Promise.resolve(true);
     return new Promise((resolve) => {
       const timer = setTimeout(

@@ -19,8 +19,17 @@ export interface JobContext {
   occurrence: Date | null;
   /** For sharded schedules: this job's shard. */
   shard: { index: number; count: number } | null;
-  /** The engine's logger. */
-  log: Logger;
+  /**
+   * The job's log: `ctx.log('uploaded 3 files')` writes a line kept with the job (`job.logs`,
+   * the newest 100, each at most 1,000 characters; written with the next lease renewal and
+   * before the job settles, kept in history, shown by `jobsctl show` and the dashboard) and passes
+   * it to the engine's logger. `ctx.log.info`/`warn`/`error` do the same at their level;
+   * `ctx.log.debug` goes to the engine's logger only.
+   *
+   * @example
+   * ctx.log(`fetched ${rows.length} rows`);
+   */
+  log: JobLog;
   /**
    * Runs `work` in a transaction of the store's database that also completes this job, and
    * commits only while this engine still holds the job's lease: the job's database effects
@@ -40,11 +49,72 @@ export interface JobContext {
    */
   transaction<T, Tx = unknown>(work: (tx: Tx) => T | Promise<T>): Promise<T>;
   /**
+   * A durable step: runs `fn` once per job — across retries, crashes and takeovers — and
+   * returns its result, stored as JSON (`Job.steps`, at most `MAX_STEP_RESULT_BYTES` = 64 KiB
+   * each, checked like payloads); a later run of the job gets the stored result back without
+   * running `fn`. Steps are keyed by name, not replayed: the code between steps runs again. The
+   * same name again in one run gets a counter (`name`, `name#2`, `name#3`…; `#` is not allowed in
+   * a name). A step that throws fails the attempt as any error does, and is not recorded.
+   *
+   * The checkpoint is written only under this run's lease: when the lease is gone it is refused
+   * and the step rejects with `LockLostError`. A step never starts after the lease's local
+   * deadline. A plain step is at least once: when the process dies after `fn` and before its
+   * checkpoint, `fn` runs again. With `{ transaction: true }`, `fn(tx)` gets the store's
+   * transaction (as `ctx.transaction` gives it) and its writes commit with the checkpoint, only
+   * while this lease is current, else roll back (`LockLostError`): exactly once. Needs a store
+   * with `capabilities.steps` (and transactions for `transaction: true`).
+   *
+   * @example
+   * const charge = await ctx.step('charge', () => pay(job.payload));
+   * await ctx.step('reserve', async (tx: PoolClient) => reserve(tx, charge), { transaction: true });
+   */
+  step<T>(name: string, fn: () => T | Promise<T>): Promise<T>;
+  step<T, Tx = unknown>(
+    name: string,
+    fn: (tx: Tx) => T | Promise<T>,
+    options: { transaction?: boolean },
+  ): Promise<T>;
+  /**
+   * A durable sleep that frees the worker: `duration` is ms, an ISO-8601 duration (`'PT1H'`)
+   * or a `Date` to wake at. The first time, the wake time is checkpointed with the job's steps
+   * (under this run's lease, like a step) and the job goes back to waiting — state `timer`, due
+   * at the wake time — without counting an attempt and holding no slot, lease, connection or
+   * scope slot; this run ends here (the returned promise never resolves in this run: the handler
+   * is interrupted by an engine-internal error it should not catch). The job runs again after
+   * the wake time, possibly on another engine: completed steps return their stored results and
+   * this `ctx.sleep` returns at once. Sleeps and steps share names (and counters). Needs a store
+   * with `waits`.
+   *
+   * @example
+   * await ctx.step('charge', () => pay(job.payload));
+   * await ctx.sleep('cool-off', 'PT1H');
+   * await ctx.step('follow-up', () => mail(job.payload));
+   */
+  sleep(name: string, duration: number | string | Date): Promise<void>;
+  /**
+   * Waits for a signal (`engine.signal(name, { key, payload })`, from any process) without
+   * holding the worker, and returns its payload, or null after `timeoutMs` (by default about
+   * 100 years) without one. A signal sent before the wait is found by it. Each signal is taken
+   * by exactly one waiting job, once: it is deleted in the same transaction that checkpoints
+   * its payload as this wait's step result, fenced by the lease. With no signal stored the job
+   * goes back to waiting — a `timer` due at the timeout, made due at once by a signal — and this
+   * run ends here, as with `ctx.sleep`; the next run returns the payload (or null). Waits share
+   * names and counters with steps and sleeps. Needs a store with `waits`.
+   *
+   * @example
+   * const approval = await ctx.waitFor<{ ok: boolean }>('approval', { key: job.payload.id, timeoutMs: 86_400_000 });
+   * if (approval === null) return 'timed out';
+   */
+  waitFor<T = unknown>(
+    name: string,
+    options: { key: string; timeoutMs?: number },
+  ): Promise<T | null>;
+  /**
    * Reports how far the job is: any JSON value of at most 8 KiB (`MAX_PROGRESS_BYTES`), else a
    * `ValidationError` is thrown here. No round trip: the latest value is written with the next
    * lease renewal (every `leaseMs / 3`) and, if it changed since, before the job settles, so it
    * survives a restart and goes to history. Readable through `admin.getJob(id).progress`, the
-   * `progress` event, `jobs show` and the dashboard. On a store without
+   * `progress` event, `jobsctl show` and the dashboard. On a store without
    * `capabilities.progress` it is kept in this engine's memory only.
    *
    * @example
@@ -78,12 +148,15 @@ export interface RateLimit {
   key?: (job: Job<any>) => string;
 }
 
+/**
+ * A job handler: runs one job; what it returns is the job's result (history, `engine.result`).
+ */
 // biome-ignore lint/suspicious/noExplicitAny: handlers choose their payload type
-export type JobHandler<P = any> = (job: Job<P>, ctx: JobContext) => unknown | Promise<unknown>;
+export type JobHandler<P = any, R = unknown> = (job: Job<P>, ctx: JobContext) => R | Promise<R>;
 
 /** A handler with per-type options. */
-export interface HandlerDefinition<P = unknown> {
-  handler: JobHandler<P>;
+export interface HandlerDefinition<P = unknown, R = unknown> {
+  handler: JobHandler<P, R>;
   /** Retry policy for this type (default: the engine's). */
   retry?: RetryPolicy | string;
   /** Default retries for jobs of this type enqueued without `retries`. */
@@ -95,6 +168,13 @@ export interface HandlerDefinition<P = unknown> {
    */
   scopeLimit?: number;
   /**
+   * Time limit of a run of this type, in ms (1 ms to a week; a job's own `timeoutMs` wins): a
+   * run that takes longer gets its `ctx.signal` aborted with a `JobTimeoutError`, and the
+   * attempt fails with it when the handler returns (retried as any failure). A handler that
+   * ignores its signal keeps its slot until it returns — a second run never starts beside it.
+   */
+  timeoutMs?: number;
+  /**
    * At most `max` starts per `perMs` ms (per `key(job)` when given), across all engines: jobs
    * over it wait, due when the window ends, without counting an attempt.
    *
@@ -104,6 +184,11 @@ export interface HandlerDefinition<P = unknown> {
   rateLimit?: RateLimit;
 }
 
+/** `ctx.log`: a function that writes a line to the job's log, and a `Logger`. */
+export interface JobLog extends Logger {
+  (message: string, data?: Record<string, unknown>): void;
+}
+
 export interface Logger {
   debug(message: string, data?: Record<string, unknown>): void;
   info(message: string, data?: Record<string, unknown>): void;
@@ -111,11 +196,55 @@ export interface Logger {
   error(message: string, data?: Record<string, unknown>): void;
 }
 
-export interface EngineOptions {
+/**
+ * What a job type carries, in a typed engine's job map (`JobEngine<Jobs>`): its payload, and
+ * what its handler returns (`engine.result`). Both optional: absent means `unknown`.
+ */
+export interface JobTypeSpec {
+  payload?: unknown;
+  result?: unknown;
+}
+
+/**
+ * The job map of an untyped engine (`new JobEngine(…)` without a type argument): any type,
+ * any payload, any result.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: the untyped engine accepts anything
+export type AnyJobs = Record<string, { payload: any; result: any }>;
+
+/** The job types of a job map, as strings. */
+export type JobTypeOf<Jobs> = Extract<keyof Jobs, string>;
+/** The payload of job type `T` in a job map. */
+export type PayloadOf<Jobs, T extends keyof Jobs> = Jobs[T] extends { payload: infer P }
+  ? P
+  : unknown;
+/** What a handler of job type `T` returns, in a job map. */
+export type ResultOf<Jobs, T extends keyof Jobs> = Jobs[T] extends { result: infer R }
+  ? R
+  : unknown;
+
+/** A job of type `T` of a job map: its payload typed, its type the literal. */
+export type JobOf<Jobs, T extends JobTypeOf<Jobs>> = Job<PayloadOf<Jobs, T>> & { type: T };
+
+/**
+ * The handlers of a job map: each type's handler gets its payload and returns its result. A
+ * map without types (`object`, as generic code sees the engine) takes any handlers.
+ */
+export type HandlersOf<Jobs> = [JobTypeOf<Jobs>] extends [never]
+  ? HandlersOf<AnyJobs>
+  : {
+      [T in JobTypeOf<Jobs>]?:
+        | JobHandler<PayloadOf<Jobs, T>, ResultOf<Jobs, T>>
+        | HandlerDefinition<PayloadOf<Jobs, T>, ResultOf<Jobs, T>>;
+    };
+
+/**
+ * Engine options. `Jobs`, the job map (see `JobEngine`), types the handlers; untyped by default.
+ */
+export interface EngineOptions<Jobs extends object = AnyJobs> {
   store: JobStore;
   /** Job type → handler. An engine without handlers is a client: it enqueues and administers. */
-  // biome-ignore lint/suspicious/noExplicitAny: handlers choose their payload type
-  handlers?: Record<string, JobHandler<any> | HandlerDefinition<any>>;
+  handlers?: HandlersOf<Jobs>;
   /** Jobs running at once in this engine. Default 10. */
   concurrency?: number;
   /**
@@ -215,6 +344,15 @@ export interface EnqueueJobOptions {
    * keys of 1–255 characters, values of at most 1 024, no control characters.
    */
   meta?: Record<string, string>;
+  /**
+   * This job's time limit in ms (1 ms to a week), over its type's `timeoutMs`: a run that takes
+   * longer gets its `ctx.signal` aborted with a `JobTimeoutError` and the attempt fails with it
+   * (retried as any failure). Needs a store with `capabilities.timeLimits`.
+   *
+   * @example
+   * await engine.enqueue('import', { file }, { timeoutMs: 10 * 60_000 });
+   */
+  timeoutMs?: number;
   /** The caller's open transaction (pg client, mysql2 connection, better-sqlite3 db, EntityManager). */
   tx?: unknown;
 }
@@ -252,6 +390,17 @@ export interface EngineHooks {
    * the async context the hook sets up (an active span) so the handler's own work joins it.
    */
   run?(job: Job, next: () => Promise<unknown>): Promise<unknown>;
+  /**
+   * Around each `ctx.step` call: `next()` runs the step's function, or — for a step a previous
+   * run completed (`step.replayed`) — resolves to its stored result without running it. Call it
+   * inside the async context the hook sets up so the function's own work joins it. `step.name`
+   * is the step's key (`name#2` for a repeated name).
+   */
+  step?(
+    job: Job,
+    step: { readonly name: string; readonly transaction: boolean; readonly replayed: boolean },
+    next: () => Promise<unknown>,
+  ): Promise<unknown>;
 }
 
 export interface EngineEvents {
@@ -264,6 +413,11 @@ export interface EngineEvents {
   retried: { job: Job };
   deadlettered: { job: Job; error: JobError };
   'lease-lost': { job: Job };
+  /**
+   * `ctx.sleep` ended a run: the job waits (`timer`) until `until` with its steps, and runs
+   * again then; not a failure, not an attempt.
+   */
+  sleeping: { job: Job; name: string; until: Date };
   /** A handler reported progress (`ctx.progress`); it is written with the next renewal. */
   progress: { job: Job; progress: unknown };
   /**

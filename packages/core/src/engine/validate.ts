@@ -3,7 +3,7 @@
  * written, and a failure names the option that was wrong.
  */
 import { ValidationError } from '../errors.js';
-import { parseRetryPolicy } from '../retry.js';
+import { MAX_RETRIES, parseRetryPolicy } from '../retry.js';
 import {
   JOB_STATES,
   type JobFilter,
@@ -29,8 +29,12 @@ const ENQUEUE_OPTION_KEYS = new Set<keyof EnqueueJobOptions>([
   'tenantId',
   'queue',
   'meta',
+  'timeoutMs',
   'tx',
 ]);
+
+/** Longest time limit of a run: a week. */
+export const MAX_TIMEOUT_MS = 7 * 24 * 3_600_000;
 
 const MAX_TEXT = 255;
 const MAX_PRIORITY = 2_147_483_647;
@@ -47,7 +51,7 @@ export const MAX_DELAY_MS = 100 * 365.25 * 24 * 3_600_000;
  * controls and DEL (PostgreSQL refuses NUL in text and jsonb), and unpaired UTF-16 surrogates
  * (not encodable as UTF-8).
  */
-const UNSTORABLE =
+export const UNSTORABLE_IN_NAME =
   // biome-ignore lint/suspicious/noControlCharactersInRegex: these are what it finds
   /[\u0000-\u001f\u007f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 export interface JobDefaults {
@@ -66,9 +70,15 @@ const KEY_MODES: ReadonlySet<string> = new Set<KeyMode>(['keep', 'replace', 'deb
  */
 export function assertStoreCanLimit(
   store: Pick<JobStore, 'name' | 'capabilities'>,
-  input: { scopeLimit?: number | null; keyMode?: KeyMode },
+  input: { scopeLimit?: number | null; keyMode?: KeyMode; timeoutMs?: number | null },
   where: string,
 ): void {
+  if ((input.timeoutMs ?? null) !== null && !store.capabilities.timeLimits) {
+    throw new ValidationError(
+      `${where}.timeoutMs`,
+      `the ${store.name} store keeps no per-job time limit (capabilities.timeLimits is not set); give the type a timeoutMs instead`,
+    );
+  }
   if ((input.scopeLimit ?? 1) > 1 && !store.capabilities.scopeLimits) {
     throw new ValidationError(
       `${where}.scopeLimit`,
@@ -102,7 +112,7 @@ export function assertText(value: unknown, field: string, max = MAX_TEXT): strin
   if (value.length > max) {
     throw new ValidationError(field, `must be at most ${max} characters, got ${value.length}`);
   }
-  if (UNSTORABLE.test(value)) {
+  if (UNSTORABLE_IN_NAME.test(value)) {
     throw new ValidationError(
       field,
       `must not contain control characters (NUL, newline, …) or unpaired surrogates, got ${describe(value)}`,
@@ -163,7 +173,7 @@ export function checkMeta(value: unknown, field = 'meta'): Record<string, string
         `must be at most ${MAX_META_VALUE} characters, got ${text.length}`,
       );
     }
-    if (UNSTORABLE.test(text)) {
+    if (UNSTORABLE_IN_NAME.test(text)) {
       throw new ValidationError(
         `${field}.${key}`,
         `must not contain control characters or unpaired surrogates, got ${describe(text)}`,
@@ -229,7 +239,7 @@ export function toNewJob(
     retryPolicy = parsed.policy;
     if (parsed.retries !== null) retries = parsed.retries;
   }
-  if (opts.retries !== undefined) retries = assertInteger(opts.retries, 'retries', 0, 1000);
+  if (opts.retries !== undefined) retries = assertInteger(opts.retries, 'retries', 0, MAX_RETRIES);
 
   const scope = optionalText(opts.scope, 'scope');
   const exclusive = opts.exclusive ?? false;
@@ -293,6 +303,9 @@ export function toNewJob(
     occurrence: null,
     shard: null,
     meta: checkMeta(opts.meta),
+    ...(opts.timeoutMs === undefined
+      ? {}
+      : { timeoutMs: assertInteger(opts.timeoutMs, 'timeoutMs', 1, MAX_TIMEOUT_MS) }),
   };
 }
 

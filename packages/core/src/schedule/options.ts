@@ -8,9 +8,16 @@
 import { Cron } from 'croner';
 import { IANAZone } from 'luxon';
 import { checkPayload } from '../engine/payload-check.js';
-import { assertText } from '../engine/validate.js';
+import {
+  assertText,
+  EARLIEST_DUE,
+  LATEST_DUE,
+  MAX_DELAY_MS,
+  UNSTORABLE_IN_NAME,
+} from '../engine/validate.js';
 import { ValidationError } from '../errors.js';
-import { type IsoDuration, parseDuration, parseRepeat } from './iso8601.js';
+import { MAX_RETRIES } from '../retry.js';
+import { durationToMs, type IsoDuration, parseDuration, parseRepeat } from './iso8601.js';
 
 /** What happens when an occurrence comes due while the previous one is still unfinished. */
 export type ScheduleOverlap = 'skip' | 'coalesce' | 'allow';
@@ -121,7 +128,10 @@ export const MAX_SHARDS = 1000;
 /** Most missed occurrences `catchUp` replays. */
 export const MAX_CATCH_UP = 1000;
 
-/** Checks a schedule name: non-empty, at most 128 characters, no control characters. */
+/**
+ * Checks a schedule name: non-empty, at most 128 characters, no control characters or unpaired
+ * surrogates (as every name a store keeps). Names are exact: `nightly ` is not `nightly`.
+ */
 export function validateScheduleName(name: unknown): string {
   if (typeof name !== 'string' || name.trim() === '') {
     throw new ValidationError(
@@ -135,11 +145,10 @@ export function validateScheduleName(name: unknown): string {
       `schedule name is longer than ${MAX_SCHEDULE_NAME_LENGTH} characters`,
     );
   }
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point
-  if (/[\u0000-\u001f\u007f]/.test(name)) {
+  if (UNSTORABLE_IN_NAME.test(name)) {
     throw new ValidationError(
       'name',
-      `schedule name ${JSON.stringify(name)} contains control characters`,
+      `schedule name ${JSON.stringify(name)} contains control characters or unpaired surrogates`,
     );
   }
   return name;
@@ -205,7 +214,21 @@ export function validateScheduleOptions(
         `repetition count in ${JSON.stringify(repeat)} must not be negative`,
       );
     }
-    assertSchedulableDuration(parseRepeat(repeat, 'repeat').duration, 'repeat');
+    const parsed = parseRepeat(repeat, 'repeat');
+    if (parsed.repetitions === 0) {
+      throw new ValidationError(
+        'repeat',
+        `${JSON.stringify(repeat)} repeats 0 times, so it would never fire; give R1 or more, or R/… for no end`,
+      );
+    }
+    const start = parsed.start?.getTime();
+    if (start !== undefined && (start < EARLIEST_DUE || start > LATEST_DUE)) {
+      throw new ValidationError(
+        'repeat',
+        `the start of ${JSON.stringify(repeat)} must be between 1970-01-01 and 9999-12-31 (the times every store holds)`,
+      );
+    }
+    assertSchedulableDuration(parsed.duration, 'repeat');
   }
 
   const type = assertText(o.type === undefined ? name : o.type, 'type');
@@ -213,7 +236,8 @@ export function validateScheduleOptions(
   // Checked as a job's payload is: the jobs each occurrence creates must be storable.
   const payload = checkPayload(o.payload, MAX_SCHEDULE_PAYLOAD_BYTES);
 
-  const retries = o.retries === undefined ? null : intOption(o.retries, 'retries', 0, 1_000_000);
+  // As a job's: each occurrence job is one.
+  const retries = o.retries === undefined ? null : intOption(o.retries, 'retries', 0, MAX_RETRIES);
   const priority =
     o.priority === undefined ? 0 : intOption(o.priority, 'priority', -1_000_000, 1_000_000);
   const queue = o.queue === undefined ? 'default' : assertText(o.queue, 'queue');
@@ -303,6 +327,13 @@ function assertSchedulableDuration(d: IsoDuration, field: string): void {
   const calendar = d.years + d.months + d.weeks + d.days > 0;
   if (!calendar && timeMs < 1000) {
     throw new ValidationError(field, 'a schedule interval must be at least one second');
+  }
+  // Each next occurrence is stored as a time, and no store holds one after 9999-12-31
+  // (PostgreSQL's and MySQL's time columns as the stores write them): an interval of
+  // millennia would be saved by some stores and fail in others. A century is the longest
+  // delay an enqueue takes too (`delayMs`).
+  if (durationToMs(d) > MAX_DELAY_MS) {
+    throw new ValidationError(field, 'a schedule interval must be at most a century (P100Y)');
   }
 }
 

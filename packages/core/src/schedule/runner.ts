@@ -8,6 +8,11 @@
  * `sched:<name>@<occurrence ISO>#<shard>`, so an unfinished occurrence job is never duplicated.
  * `define` compare-and-sets on the same version, so a redefinition never moves `nextAt` back
  * over an occurrence another node has just fired.
+ *
+ * Occurrences come from the store's clock, as due comparisons do: a pass reads `store.now()`
+ * once it found due schedules and fires the occurrences due by then, and the fire carries its
+ * latest occurrence (`ScheduleFire.dueAt`) for the store to check on its clock. So a node
+ * whose clock is wrong, or was stepped, neither fires early nor skips occurrences.
  */
 import { type Clock, systemClock } from '../clock.js';
 import type { EngineEventName, EngineEvents, Logger } from '../engine/types.js';
@@ -43,7 +48,10 @@ export interface ScheduleInfo {
 
 export interface ScheduleRunnerOptions {
   store: JobStore;
-  /** Clock kept in step with the store's (the engine's). Default: the machine's clock. */
+  /**
+   * Clock kept in step with the store's (the engine's), for when to look again (backoff, the
+   * next wake-up). Occurrences are decided on the store's own clock. Default: the machine's.
+   */
   clock?: Clock;
   logger?: Logger;
   /** Receives `schedule-fired` (one per occurrence fired, skipped or coalesced) and `error`. */
@@ -131,7 +139,7 @@ export class ScheduleRunner {
         nextAt = existing.nextAt;
         resetProgress = false;
       } else {
-        const now = this.clock.now();
+        const now = (await this.store.now()).getTime();
         spec = { v: 1, options: normalized, anchor: new Date(now).toISOString() };
         const trigger = createTrigger(normalized, now);
         // A cron match at this very instant belongs to the past; a repeat starting now fires now.
@@ -250,10 +258,13 @@ export class ScheduleRunner {
   private async fireDueOnce(): Promise<Date | null> {
     for (let pass = 0; pass < MAX_PASSES; pass += 1) {
       const due = await this.store.dueSchedules(this.batchSize);
+      if (due.length === 0) break;
+      // Read after the due schedules: what is due by this time is due when each fire lands.
+      const storeNow = (await this.store.now()).getTime();
       let conflicts = 0;
       let progressed = 0;
       for (const record of due) {
-        const status = await this.fireIsolated(record);
+        const status = await this.fireIsolated(record, storeNow);
         if (status === 'conflict') conflicts += 1;
         else if (status !== 'waiting' && status !== 'invalid' && status !== 'failed') {
           progressed += 1;
@@ -272,11 +283,12 @@ export class ScheduleRunner {
    */
   private async fireIsolated(
     record: ScheduleRecord,
+    storeNow: number,
   ): Promise<ScheduleFireStatus | 'waiting' | 'invalid' | 'failed'> {
     const failing = this.failing.get(record.name);
     if (failing && failing.retryAt > this.clock.now()) return 'waiting';
     try {
-      const status = await this.fireOne(record);
+      const status = await this.fireOne(record, storeNow);
       if (failing) {
         this.failing.delete(record.name);
         this.logger.info('schedule fires again', { schedule: record.name });
@@ -318,8 +330,10 @@ export class ScheduleRunner {
     return earliest === null ? null : new Date(earliest);
   }
 
+  /** Fires `record`'s due occurrence(s), as of `storeNow` on the store's clock. */
   private async fireOne(
     record: ScheduleRecord,
+    storeNow: number,
   ): Promise<ScheduleFireStatus | 'waiting' | 'invalid'> {
     const spec = readSpec(record);
     if (!spec) {
@@ -333,12 +347,11 @@ export class ScheduleRunner {
     }
     const { options } = spec;
     const trigger = createTrigger(options, Date.parse(spec.anchor));
-    const clockNow = this.clock.now();
     const nextAt = record.nextAt?.getTime() ?? null;
-    // dueSchedules compared on the store's clock; ours may lag it by a few ms.
-    const dueByTime = nextAt !== null && (nextAt <= clockNow || !record.pendingMisfire);
+    // dueSchedules compared on the store's clock a moment before `storeNow` was read.
+    const dueByTime = nextAt !== null && (nextAt <= storeNow || !record.pendingMisfire);
     if (dueByTime && nextAt !== null) {
-      const now = Math.max(clockNow, nextAt);
+      const now = Math.max(storeNow, nextAt);
       let occurrences = latestOccurrences(trigger, nextAt, now, Math.max(1, options.catchUp));
       if (occurrences.length === 0) occurrences = [nextAt];
       const following = trigger.after(now);
@@ -350,7 +363,7 @@ export class ScheduleRunner {
       );
     }
     // A coalesced fire: run the occurrence it stands for once the previous one has finished.
-    const occurrence = trigger.atOrBefore(nextAt === null ? clockNow : nextAt - 1);
+    const occurrence = trigger.atOrBefore(nextAt === null ? storeNow : nextAt - 1);
     if (occurrence === null) return 'waiting';
     if (options.overlap !== 'allow' && (await this.busy(record.name))) return 'waiting';
     return this.fire(record, options, [occurrence], record.nextAt);
@@ -373,6 +386,7 @@ export class ScheduleRunner {
     nextAt: Date | null,
   ): Promise<ScheduleFireStatus> {
     const jobs = occurrences.flatMap((o) => this.occurrenceJobs(record.name, options, new Date(o)));
+    const latest = new Date(occurrences[occurrences.length - 1] as number);
     const result = await this.store.fireSchedule({
       name: record.name,
       version: record.version,
@@ -380,8 +394,8 @@ export class ScheduleRunner {
       overlap: options.overlap,
       jobs,
       occurrences: occurrences.length,
+      dueAt: latest,
     });
-    const latest = new Date(occurrences[occurrences.length - 1] as number);
     if (result.status === 'conflict') {
       this.logger.debug('schedule fire lost a race; another node fired it', {
         schedule: record.name,

@@ -6,6 +6,7 @@
  */
 import { Cron } from 'croner';
 import { DateTime } from 'luxon';
+import { LATEST_DUE } from '../engine/validate.js';
 import { durationToMs, type IsoDuration, parseDuration, parseRepeat } from './iso8601.js';
 import type { NormalizedScheduleOptions } from './options.js';
 
@@ -21,9 +22,20 @@ export interface Trigger {
 
 /**
  * Builds the trigger of validated options. `anchor` (ms) is when the schedule was defined: the
- * origin of `every` and of `repeat` without a start.
+ * origin of `every` and of `repeat` without a start. Occurrences after 9999-12-31 are none: no
+ * store holds such a time (see `LATEST_DUE`), so a schedule ends there on every store alike.
  */
 export function createTrigger(options: NormalizedScheduleOptions, anchor: number): Trigger {
+  const trigger = unboundedTrigger(options, anchor);
+  const storable = (t: number | null): number | null => (t !== null && t > LATEST_DUE ? null : t);
+  return {
+    after: (t) => storable(trigger.after(t)),
+    atOrAfter: (t) => storable(trigger.atOrAfter(t)),
+    atOrBefore: (t) => trigger.atOrBefore(Math.min(t, LATEST_DUE)),
+  };
+}
+
+function unboundedTrigger(options: NormalizedScheduleOptions, anchor: number): Trigger {
   if (options.cron !== null) return new CronTrigger(options.cron, options.timezone);
   if (options.every !== null) {
     return new IntervalTrigger(

@@ -16,6 +16,8 @@ export class ChangeWatcher<V> {
   private last: V | undefined = undefined;
   private reading = false;
   private readCount = 0;
+  /** A `checkSoon` is under way. */
+  private soon = false;
 
   /**
    * `read` returns the current value (sync or async), or null once its source is gone (the
@@ -40,8 +42,12 @@ export class ChangeWatcher<V> {
     if (!this.timer) {
       this.last = undefined;
       this.check();
-      this.timer = setInterval(() => this.check(), this.intervalMs);
+      this.timer = setInterval(() => {
+        this.tick();
+        this.check();
+      }, this.intervalMs);
       this.timer.unref();
+      this.started();
     }
     return () => {
       remove();
@@ -61,9 +67,37 @@ export class ChangeWatcher<V> {
 
   /** Stops reading; with `clear`, also drops every subscriber (the store is closing). */
   stop(clear = false): void {
-    if (this.timer) clearInterval(this.timer);
+    if (this.timer) {
+      clearInterval(this.timer);
+      this.stopped();
+    }
     this.timer = null;
     if (clear) this.subscribers.clear();
+  }
+
+  /** The first subscriber came: reading every interval starts (a subclass adds triggers). */
+  protected started(): void {}
+
+  /** Reading stopped (no subscriber left, or closed). */
+  protected stopped(): void {}
+
+  /** Every interval, before the read. */
+  protected tick(): void {}
+
+  /**
+   * An early trigger (e.g. the file changed): reads on the next turn, and once more
+   * `againMs` later, in case the change was not visible yet; calls meanwhile add nothing.
+   */
+  protected checkSoon(againMs = 1): void {
+    if (this.soon || !this.timer) return;
+    this.soon = true;
+    setImmediate(() => {
+      if (this.timer) this.check();
+      setTimeout(() => {
+        this.soon = false;
+        if (this.timer) this.check();
+      }, againMs).unref();
+    });
   }
 
   private check(): void {
@@ -114,14 +148,15 @@ export class WakeSignalWatcher extends ChangeWatcher<string> {
 
   /** `read` runs `readWakeSignal` through the store, or returns null once it is closed. */
   constructor(read: () => Promise<string> | null, intervalMs: number) {
-    const acquired = { at: 0 };
-    super(read, intervalMs, () => Date.now() - acquired.at < intervalMs);
+    const acquired = { at: Number.NEGATIVE_INFINITY };
+    // Monotonic: a step of the wall clock back must not silence the watcher for as long.
+    super(read, intervalMs, () => performance.now() - acquired.at < intervalMs);
     this.acquired = acquired;
   }
 
   /** This process started an acquisition. */
   acquiring(): void {
-    this.acquired.at = Date.now();
+    this.acquired.at = performance.now();
   }
 }
 

@@ -25,7 +25,7 @@ export interface ListenClient extends ListeningConnection, SocketHolder {
  */
 export function ownConnectionListener<C extends ListenClient>(
   newClient: () => C,
-  channel: string,
+  channel: string | readonly string[],
   queryTimeoutMs: number,
 ): ReconnectingListener<C> {
   const open = async (signal: AbortSignal): Promise<ListenSession<C>> => {

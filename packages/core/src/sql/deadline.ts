@@ -29,14 +29,14 @@ const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * The timeouts among a store's options, checked (whole milliseconds, 1 up to about 24 days)
- * and with the defaults filled in. `source` names the package in messages.
+ * and with the defaults filled in. `label` names the package in messages.
  *
  * @example
  * const timeouts = resolveConnectionTimeouts(options, '@jobs/postgres');
  */
 export function resolveConnectionTimeouts(
   options: { [K in keyof ConnectionTimeouts]?: unknown },
-  source: string,
+  label: string,
 ): ConnectionTimeouts {
   const resolved = { ...DEFAULT_CONNECTION_TIMEOUTS };
   for (const field of Object.keys(resolved) as (keyof ConnectionTimeouts)[]) {
@@ -50,7 +50,7 @@ export function resolveConnectionTimeouts(
     ) {
       throw new ValidationError(
         field,
-        `[${source}] must be a whole number of milliseconds from 1 to ${MAX_TIMER_MS}, got ${String(value)}`,
+        `[${label}] must be a whole number of milliseconds from 1 to ${MAX_TIMER_MS}, got ${String(value)}`,
       );
     }
     resolved[field] = value;

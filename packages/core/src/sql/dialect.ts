@@ -1,9 +1,10 @@
 /**
- * What differs between the databases the SQL core runs on. The operations (`operations/*.ts`)
- * are written once against this interface; a dialect holds only SQL text, how values are
- * written, capability flags, and the statements a database does best its own way (PostgreSQL's
- * one-statement `completeAndAcquire`, MySQL's lock-then-update acquisition, SQLite's
- * `BEGIN IMMEDIATE`) as members — never as branches on a database name.
+ * What differs between the databases the SQL core runs on. The shared operations
+ * (`operations/*.ts`) are written once against this interface; a dialect holds SQL syntax,
+ * traits, its schema, and its hot-path operations (`DialectOps`): every one required, each
+ * the database's own statement (PostgreSQL's one-statement `completeAndAcquire`, MySQL's
+ * lock-then-update acquisition) or a building block of `sql/portable/` it picks on purpose —
+ * never a branch on a database name.
  *
  * Shared SQL is written with `"double-quoted"` identifiers and `?` parameters; `sql()` and
  * `placeholders()` turn it into the dialect's own.
@@ -11,6 +12,7 @@
 import type {
   AcquireRequest,
   EnqueueResult,
+  HistorySettings,
   JobCompletion,
   JobFailure,
   JobRef,
@@ -20,14 +22,23 @@ import type {
 } from '../store.js';
 import type { Operation, Query } from './executor.js';
 import type { LockRetries } from './lock-retries.js';
-import type { Migration } from './migrate.js';
+import type { Migration } from './migration.js';
 import type { SqlRow, SqlValue } from './rows.js';
 
-export type TableName = 'jobs' | 'schedules' | 'migrations' | 'history' | 'rate_limits';
+export type TableName =
+  | 'jobs'
+  | 'schedules'
+  | 'migrations'
+  | 'history'
+  | 'rate_limits'
+  | 'followups'
+  | 'signals';
 
-export interface Dialect {
-  /** The database, for messages and store names: `postgres`, `mysql`, `sqlite`. */
-  readonly name: string;
+/**
+ * How a dialect writes SQL: names, values, time, and the fragments every shared statement is
+ * built from (`forUpdate`, `acquisitionOrder`, …).
+ */
+export interface SqlSyntax {
   /** Quoted, schema-qualified name of one of the store's tables. */
   table(name: TableName): string;
   /** Quotes an identifier. */
@@ -37,7 +48,6 @@ export interface Dialect {
   /** Turns `?` placeholders into the driver's (`$1` on PostgreSQL). */
   placeholders(sql: string): string;
 
-  // ---- values and time ----
   /** SQL expression for the database's now. */
   readonly now: string;
   /** SQL expression for now + `?` milliseconds (one parameter). */
@@ -63,7 +73,6 @@ export interface Dialect {
    */
   jsonText?(expression: string): string;
 
-  // ---- reading rows ----
   /** Select list for job rows with the column names `rowToJob` reads (columns of `alias`). */
   jobColumns(alias?: string): string;
   /** Select list for schedule rows with the column names `rowToSchedule` reads. */
@@ -76,16 +85,22 @@ export interface Dialect {
    */
   readonly estimateJobs?: Query;
 
-  // ---- capabilities ----
-  /** `UPDATE/DELETE … RETURNING` works (PostgreSQL, SQLite; not MySQL/MariaDB). */
-  readonly returning: boolean;
-  /** The store's `StoreCapabilities.batchLimit` unless the store says otherwise. */
-  readonly batchLimit?: number;
   /**
    * Suffix of a read that locks the rows it returns, skipping rows other transactions hold
    * (`FOR UPDATE SKIP LOCKED`); empty where writers are serialised anyway (SQLite).
    */
   readonly lockSkipLocked: string;
+  /**
+   * Suffix of a read that locks the rows it returns until the transaction ends (` FOR UPDATE`);
+   * empty where the database has no row locks and writers are serialised anyway (SQLite).
+   */
+  readonly forUpdate: string;
+  /**
+   * The acquisition order (invariant 9, `rules/order.ts`) as an `ORDER BY` list over the rows
+   * of `alias` (`''`: unqualified), in the terms the dialect's indexes are ordered by; `last`
+   * reverses it. Every statement that orders by acquisition writes it through this.
+   */
+  acquisitionOrder(alias: string, dir?: 'first' | 'last'): string;
   /** `(?, ?), (?, ?)` row values for `("id", "lock_token") IN (…)` of `n` pairs. */
   pairs(n: number): string;
   /**
@@ -94,6 +109,25 @@ export interface Dialect {
    * instead (MySQL: `INSERT IGNORE` would also hide values the column cannot hold).
    */
   onConflictDoNothing(column: string): string;
+  /**
+   * A parameter that takes a whole array of `type` (PostgreSQL: `?::text[]`): shared statements
+   * over lists then keep one text, prepared once, whatever the list's length.
+   */
+  arrayParam?(type: 'text' | 'bigint'): string;
+  /**
+   * Written after the jobs table's alias where a read asks for one scope's rows of one state
+   * (MySQL/MariaDB: `FORCE INDEX (ix_jobs_scope_blocked)`, whose `(scope, state, …)` the
+   * optimizer otherwise passes over for `(scope)`, reading the scope's whole backlog).
+   */
+  readonly scopeIndexHint?: string;
+}
+
+/** Facts about the database that shared code reads to pick its way (capabilities, errors). */
+export interface SqlTraits {
+  /** `UPDATE/DELETE … RETURNING` works (PostgreSQL, SQLite; not MySQL/MariaDB). */
+  readonly returning: boolean;
+  /** The store's `StoreCapabilities.batchLimit` unless the store says otherwise. */
+  readonly batchLimit?: number;
   /** True for the database's duplicate-key error, however a driver wrapped it. */
   isDuplicateKey(error: unknown): boolean;
   /** True for errors after which a whole operation may be run again (deadlock, lock wait). */
@@ -126,24 +160,36 @@ export interface Dialect {
    */
   readonly negPriority?: boolean;
   /**
-   * A parameter that takes a whole array of `type` (PostgreSQL: `?::text[]`): shared statements
-   * over lists then keep one text, prepared once, whatever the list's length.
-   */
-  arrayParam?(type: 'text' | 'bigint'): string;
-  /**
    * A recursive CTE whose step probes an index for the first entry after the row before
    * (`WHERE scope > s.scope ORDER BY scope LIMIT 1`) reads only that entry: a skip scan over a
    * scope index (PostgreSQL, SQLite; MariaDB reads the range from its start on each step).
    */
   readonly recursiveSkipScan?: boolean;
   /**
-   * Written after the jobs table's alias where a read asks for one scope's rows of one state
-   * (MySQL/MariaDB: `FORCE INDEX (ix_jobs_scope_blocked)`, whose `(scope, state, …)` the
-   * optimizer otherwise passes over for `(scope)`, reading the scope's whole backlog).
+   * How `nextDueAt` reads waiting rows (alias `j`) in due order where the shared
+   * `MIN(due_at) … WHERE state IN (…)` would not use an index (MySQL: the index is on the
+   * generated `waiting` column): the table with its index named, and the waiting predicate. The
+   * read is then `ORDER BY j.due_at LIMIT 1`, one index entry for the first matching row.
    */
-  readonly scopeIndexHint?: string;
+  readonly dueOrder?: { from: string; waiting: string };
+  /**
+   * Where the database cannot notify (MySQL): one cheap read, column `v`, whose value changes
+   * when another connection adds jobs. A store's `subscribe` reads it every few milliseconds
+   * (`ChangeWatcher`) and wakes its engines on a change, instead of each idle engine polling
+   * with acquisitions.
+   */
+  readonly wakeSignal?: Query;
+  /**
+   * A non-blocking lock so that one process at a time prunes history: `take` returns one row
+   * whose column `got` is 1/true when this session got it; `release` runs after the batch
+   * (PostgreSQL: a transaction-level advisory lock, none; MySQL: `RELEASE_LOCK`). Absent where
+   * the pruning transaction holds the database's one write lock anyway (SQLite).
+   */
+  readonly historyLock?: { take: Query; release: readonly Query[] };
+}
 
-  // ---- schema ----
+/** The schema: numbered migrations, the version table, the migration lock. */
+export interface SqlSchema {
   /** Numbered schema migrations, oldest first (see `migrate.ts`). */
   readonly migrations: readonly Migration[];
   /** Statements run before anything else by every migrate (e.g. `CREATE SCHEMA IF NOT EXISTS`). */
@@ -163,122 +209,125 @@ export interface Dialect {
    * release named otherwise (renames them), so they are migrated, not created anew beside them.
    */
   beforeMigrate?(): Operation<void>;
+}
 
-  // ---- the hot path, each database its own way ----
+/**
+ * A hot-path operation as a dialect runs it, and whether the store opens a transaction for it
+ * (a function: it depends on the arguments or on settings). The transaction need is said here
+ * and nowhere else; a caller's own transaction (`{ tx }`) is used as it is.
+ */
+export interface OpSpec<A extends unknown[], R> {
+  run(c: SqlEnv, ...args: A): Operation<R>;
+  readonly transaction: boolean | ((c: SqlEnv, ...args: A) => boolean);
+}
+
+/** Whether the store runs `spec` with these arguments in a transaction of its own. */
+export function needsTransaction<A extends unknown[]>(
+  spec: OpSpec<A, unknown>,
+  c: SqlEnv,
+  ...args: A
+): boolean {
+  return typeof spec.transaction === 'function' ? spec.transaction(c, ...args) : spec.transaction;
+}
+
+/** What a renewal answers: the renewed ids, and those of them with a cancel request. */
+export interface RenewAnswer {
+  renewed: string[];
+  cancelRequested: string[];
+}
+
+/**
+ * The hot path: every operation required of every dialect, each the database's own statement
+ * or a building block of `sql/portable/` picked on purpose. Settling operations (`complete`,
+ * `completeWithHistory`, `fail`, `release`, `renew`) get refs with valid ids only, at least
+ * one, and answer the ids they changed — held with the ref's token (and for `renew`, by
+ * `owner`); every other ref is lost. `complete` and `fail` leave cancel-requested jobs alone
+ * (invariant 20: they are their owner's `cancelHeld`).
+ */
+export interface DialectOps {
   /**
-   * Leases due jobs (see `JobStore.acquire`); rows may carry `old_state`. It is the last step of
-   * its run, and may end the transaction itself (COMMIT) to release session locks after the
+   * Inserts jobs (at least one) in input order: a job whose key an unfinished job holds is
+   * not inserted, its holder comes back with `created: false` (`portable/keyed-insert.ts`).
+   * Sends `c.notify` when any was created. Key modes (`replace`, `debounce`) are shared code
+   * around this (`operations/enqueue.ts`), in a transaction of their own.
+   */
+  readonly enqueue: OpSpec<[readonly NewJob[]], EnqueueResult[]>;
+  /**
+   * Leases due jobs (`JobStore.acquire`; a request with a limit and types). It is the last step
+   * of its run, and may end the transaction itself (COMMIT) to release session locks after the
    * commit (MySQL's per-scope `GET_LOCK`); the executor's COMMIT then finds nothing to do.
    */
-  acquire(request: AcquireRequest, token: string): Operation<SqlRow[]>;
-  /** `acquire` needs a transaction (it locks, then updates). */
-  readonly acquireInTransaction: boolean;
-  /**
-   * How `nextDueAt` reads waiting rows (alias `j`) in due order where the shared
-   * `MIN(due_at) … WHERE state IN (…)` would not use an index (MySQL: the index is on the
-   * generated `waiting` column): the table with its index named, and the waiting predicate. The
-   * read is then `ORDER BY j.due_at LIMIT 1`, one index entry for the first matching row.
-   */
-  readonly dueOrder?: { from: string; waiting: string };
-  /**
-   * Where the database cannot notify (MySQL): one cheap read, column `v`, whose value changes
-   * when another connection adds jobs. A store's `subscribe` reads it every few milliseconds
-   * (`ChangeWatcher`) and wakes its engines on a change, instead of each idle engine polling
-   * with acquisitions.
-   */
-  readonly wakeSignal?: Query;
+  readonly acquire: OpSpec<[AcquireRequest, string], SqlRow[]>;
   /**
    * Where exclusive jobs need a lock before they are decided (PostgreSQL): `acquire` and
    * `completeAndAcquire` take only non-exclusive jobs, and when an exclusive job could start
    * they take nothing and return one row with `needs_exclusive: true` (and no `id`). This
-   * member, run in its own transaction, then acquires under per-scope locks.
+   * then acquires under per-scope locks. `null`: `acquire` decides exclusive jobs itself.
    */
-  acquireExclusive?(request: AcquireRequest, token: string): Operation<SqlRow[]>;
+  readonly acquireLocked: OpSpec<[AcquireRequest, string], SqlRow[]> | null;
   /**
-   * Completes `done` (all valid ids, at most 1,000) and acquires in ONE statement, where the
-   * database can (PostgreSQL). Returns the ids it deleted and the acquired rows. `history`:
-   * the same statement writes each deleted job's history record (outcome `completed`).
+   * Completes `done` (valid ids, at most 1,000) and acquires in ONE statement (PostgreSQL);
+   * `history`: the same statement writes each deleted job's history record. Answers the ids
+   * it deleted and the acquired rows. `null`: the store runs `complete` (or
+   * `completeWithHistory`) and `acquire` one after the other, in one transaction if either
+   * needs one.
    */
-  completeAndAcquire?(
-    done: readonly JobCompletion[],
-    request: AcquireRequest,
-    token: string,
-    history?: boolean,
-  ): Operation<{ completed: string[]; rows: SqlRow[] }>;
+  readonly completeAndAcquire: OpSpec<
+    [readonly JobCompletion[], AcquireRequest, string, boolean],
+    { completed: string[]; rows: SqlRow[] }
+  > | null;
+  /** Deletes finished jobs (while history keeps no completed jobs). */
+  readonly complete: OpSpec<[readonly JobCompletion[]], string[]>;
+  /** `complete` plus each deleted job's history record (outcome `completed`, result, duration). */
+  readonly completeWithHistory: OpSpec<[readonly JobCompletion[]], string[]>;
+  /** Failed attempts: `timer` after the delay with one retry fewer, or `deadletter`. */
+  readonly fail: OpSpec<[readonly JobFailure[]], string[]>;
+  /** Gives jobs back unstarted (the attempt not counted); sends `c.notify` when any was. */
+  readonly release: OpSpec<[readonly JobRef[]], string[]>;
   /**
-   * Run in its own transaction after an autocommitted `acquire` returned exclusive rows: gives
-   * back those whose scope turned out to have another live holder, returns the rows kept.
+   * Extends `owner`'s leases to now + `leaseMs`, writes each ref's progress, logs and start
+   * mark (when given) in the same statement, and answers which renewed jobs have a cancel
+   * request (renewed too: their owner needs a full lease to stop them).
    */
-  recheckExclusive?(rows: SqlRow[], token: string): Operation<SqlRow[]>;
+  readonly renew: OpSpec<[string, number, readonly LeaseRenewalRef[]], RenewAnswer>;
   /**
-   * Locks the given job keys (sorted, deduplicated) until the transaction ends, so two batches
-   * holding keys in opposite orders queue up instead of deadlocking. Null where the database
-   * resolves such deadlocks at once anyway (InnoDB) or writers are serialised (SQLite).
+   * `JobStore.recoverExpiredLeases` for jobs without a cancel request (those are
+   * `operations/recover.ts`'s), sending `c.notify` when jobs were requeued.
    */
-  lockKeys?(keys: readonly string[]): Query | null;
-  /** Inserts keyless job rows in one statement where it can; returns them in input order. */
-  insertJobs?(rows: readonly (readonly unknown[])[]): Operation<SqlRow[]>;
-  /** Inserts one job row unless its key is taken; returns the row, or null on a key conflict. */
-  insertJob?(values: readonly unknown[]): Operation<SqlRow | null>;
-  /**
-   * The whole of `JobStore.enqueue` where the database does it best its own way (PostgreSQL:
-   * every job, keyed or not, and the wake-up `notify` in one statement, no transaction needed).
-   * A dialect has this or `insertJobs` + `insertJob` (+ `lockKeys`).
-   */
-  enqueueJobs?(jobs: readonly NewJob[], notify: Query | null): Operation<EnqueueResult[]>;
-  /**
-   * `enqueueJobs` needs a transaction for these jobs (MySQL: keys, or more than one INSERT).
-   * Absent: it never does.
-   */
-  enqueueNeedsTransaction?(jobs: readonly NewJob[]): boolean;
+  readonly recover: OpSpec<[number], RecoverResult>;
+}
 
-  // ---- settlement in one statement, any batch size (optional) ----
-  // Each takes refs with valid ids and returns the ids it changed (held with that token, and
-  // for `renewHeld` by `owner`). Where absent, the shared statements run in chunks.
+/**
+ * What differs between the databases the SQL core runs on, in four roles: `SqlSyntax` (how SQL
+ * is written), `SqlTraits` (facts shared code reads), `SqlSchema` (migrations) and `ops` (the
+ * hot path, every operation required, each with its transaction need).
+ */
+export interface Dialect extends SqlSyntax, SqlTraits, SqlSchema {
+  /** The database, for messages and store names: `postgres`, `mysql`, `sqlite`. */
+  readonly name: string;
+  /** The hot-path operations (`DialectOps`). */
+  readonly ops: DialectOps;
+}
+
+/** What every operation works with: the dialect, its tables, and how to wake other engines. */
+export interface SqlEnv {
+  readonly d: Dialect;
+  /** Quoted names of the store's tables. */
+  readonly jobs: string;
+  readonly schedules: string;
+  /** The history table (finished jobs). */
+  readonly history: string;
+  /** Changes queued for running holders of keys (`operations/followups.ts`). */
+  readonly followups: string;
+  /** What history keeps; `SqlJobStore.configureHistory` changes it in place. */
+  readonly historySettings: HistorySettings;
   /**
-   * Deletes finished jobs; one statement, so `complete` runs it without a transaction (MySQL:
-   * present only once the dialect knows the server has `DELETE … RETURNING`, i.e. MariaDB).
+   * A statement that wakes engines elsewhere (PostgreSQL `pg_notify`), sent in the same
+   * transaction as the writes that made jobs acquirable, so it is delivered on commit.
    */
-  completeHeld?(refs: readonly JobRef[]): Operation<string[]>;
-  /**
-   * `completeHeld` plus each deleted job's history record (outcome `completed`, its result and
-   * duration), in one statement (PostgreSQL) or in the store's transaction (SQLite; see
-   * `historyCompleteAtomic`). Absent: the shared lock-then-copy-then-delete (MySQL/MariaDB).
-   */
-  completeHeldWithHistory?(done: readonly JobCompletion[]): Operation<string[]>;
-  /** `completeHeldWithHistory` is one statement, atomic by itself (PostgreSQL). */
-  readonly historyCompleteAtomic?: boolean;
-  /**
-   * A non-blocking lock so that one process at a time prunes history: `take` returns one row
-   * whose column `got` is 1/true when this session got it; `release` runs after the batch
-   * (PostgreSQL: a transaction-level advisory lock, none; MySQL: `RELEASE_LOCK`). Absent where
-   * the pruning transaction holds the database's one write lock anyway (SQLite).
-   */
-  readonly historyLock?: { take: Query; release: readonly Query[] };
-  /**
-   * Failed attempts: `timer` after the delay with one retry fewer, or `deadletter` (MySQL: one
-   * fenced UPDATE per job, in the store's transaction).
-   */
-  failHeld?(failures: readonly JobFailure[]): Operation<string[]>;
-  /** `failHeld` is one statement, atomic by itself: `fail` needs no transaction (PostgreSQL). */
-  readonly failHeldAtomic?: boolean;
-  /** Gives jobs back unstarted and sends `notify` when any was released. */
-  releaseHeld?(refs: readonly JobRef[], notify: Query | null): Operation<string[]>;
-  /**
-   * Extends leases to now + `leaseMs`, writes each ref's `progressJson` (when given) in the same
-   * statement, and answers the renewed ids and those of them with a cancel request. (A plain
-   * array of renewed ids, as dialects written before cancellation answer, means none.)
-   */
-  renewHeld?(
-    owner: string,
-    leaseMs: number,
-    refs: readonly LeaseRenewalRef[],
-  ): Operation<string[] | { renewed: string[]; cancelRequested: string[] }>;
-  /**
-   * `JobStore.recoverExpiredLeases` in one statement (no transaction needed), sending `notify`
-   * when jobs were requeued.
-   */
-  recoverExpiredLeases?(limit: number, notify: Query | null): Operation<RecoverResult>;
+  readonly notify: Query | null;
+  /** The package that speaks in error messages, e.g. `@jobs/postgres`. */
+  readonly label: string;
 }
 
 /**
@@ -322,6 +371,22 @@ export function selectList(
     .join(', ');
 }
 
+/**
+ * `Dialect.acquisitionOrder` for a database whose rows order by `priority DESC, due_at, id`
+ * or, with `negPriority`, by the generated `neg_priority` ascending (MySQL/MariaDB's indexes).
+ */
+export function acquisitionOrderBy(
+  negPriority: boolean,
+): (alias: string, dir?: 'first' | 'last') => string {
+  return (alias, dir = 'first') => {
+    const a = alias ? `${alias}.` : '';
+    const [up, down] = dir === 'last' ? [' DESC', ''] : ['', ' DESC'];
+    return negPriority
+      ? `${a}neg_priority${up}, ${a}due_at${up}, ${a}id${up}`
+      : `${a}priority${down}, ${a}due_at${up}, ${a}id${up}`;
+  };
+}
+
 /** `?, ?, ?` for n parameters. */
 export function marks(n: number): string {
   return Array.from({ length: n }, () => '?').join(', ');
@@ -332,15 +397,4 @@ export function pairMarks(n: number): string {
   return Array.from({ length: n }, () => '(?, ?)').join(', ');
 }
 
-/**
- * Ids are canonical decimal strings of the auto-increment column (`'7'`, not `'07'`), within a
- * signed 64-bit integer; anything else names no job rather than being coerced to one. The one
- * id check of every SQL store.
- */
-export function isJobId(id: string): boolean {
-  return (
-    typeof id === 'string' &&
-    /^(0|[1-9][0-9]{0,18})$/.test(id) &&
-    (id.length < 19 || BigInt(id) <= 9_223_372_036_854_775_807n)
-  );
-}
+export { isJobId } from '../rules/ids.js';

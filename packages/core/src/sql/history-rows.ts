@@ -7,7 +7,7 @@
  * (JSON), `duration_ms` and `finished_at` (the store's clock).
  */
 import type { HistoryOutcome, JobCompletion, JobHistoryRecord } from '../store.js';
-import { readTime, rowToJob, type SqlRow } from './rows.js';
+import { readOptionalTime, readTime, rowToJob, type SqlRow } from './rows.js';
 
 /** History columns copied from the jobs table: [history column, jobs column]. */
 const COPIED: readonly (readonly [string, string])[] = [
@@ -35,6 +35,10 @@ const COPIED: readonly (readonly [string, string])[] = [
   ['meta', 'meta'],
   ['progress', 'progress'],
   ['scope_limit', 'scope_limit'],
+  ['started_at', 'started_at'],
+  ['timeout_ms', 'timeout_ms'],
+  ['logs', 'logs'],
+  ['steps', 'steps'],
 ];
 
 /** Every column of the history table, in the order the copying INSERT writes them. */
@@ -51,6 +55,7 @@ export const HISTORY_TIME_COLUMNS: ReadonlySet<string> = new Set([
   'created_at',
   'occurrence',
   'finished_at',
+  'started_at',
 ]);
 export const HISTORY_JSON_COLUMNS: ReadonlySet<string> = new Set([
   'payload',
@@ -58,6 +63,8 @@ export const HISTORY_JSON_COLUMNS: ReadonlySet<string> = new Set([
   'meta',
   'result',
   'progress',
+  'logs',
+  'steps',
 ]);
 
 /**
@@ -102,6 +109,9 @@ export function rowToHistory(row: SqlRow): JobHistoryRecord {
             : row.result,
     finishedAt: readTime(row.finished_at),
     durationMs: duration === null || duration === undefined ? null : Number(duration),
+    // When its last run started: only for a job that ended by running (see `toHistoryRecord`).
+    startedAt:
+      duration === null || duration === undefined ? null : readOptionalTime(row.started_at),
     lockExpiresAt: null,
     lockToken: null,
     suspendedFrom: null,

@@ -18,8 +18,13 @@ export * from './migrate.js';
 export * from './mysql-server.js';
 export * from './network-executor.js';
 export * from './notifying-store.js';
-export * from './operations/context.js';
+export * from './operations/env.js';
 export * from './pool-lifecycle.js';
+export * from './pool-size.js';
+// The building blocks a custom dialect picks for its `ops`.
+export * from './portable/enqueue-row-by-row.js';
+export * from './portable/keyed-insert.js';
+export * from './portable/lock-then-write.js';
 export * from './rows.js';
 export * from './scope-rule.js';
 export * from './sql-store.js';

@@ -1,6 +1,6 @@
 /**
  * Wake-ups by LISTEN/NOTIFY (PostgreSQL, through `pg` or a TypeORM DataSource): one connection
- * LISTENs on the store's channel while anyone subscribes, and every notification wakes the
+ * LISTENs on the store's channel (and any of its own) while anyone subscribes, and every notification wakes the
  * subscribers. A lost connection (server restart, `pg_terminate_backend`, network) is replaced
  * with backoff, and subscribers are woken once then: notifications sent while nobody listened
  * are lost. The LISTEN has a deadline, so on a silent network it fails and is tried again.
@@ -8,7 +8,13 @@
 import { StoreSubscribers } from '../store-support.js';
 import { withDeadline } from './deadline.js';
 
-type Handler = (message?: { channel?: string }) => void;
+type Handler = (message?: { channel?: string; payload?: string }) => void;
+
+/**
+ * The payload of a test notification (`ReconnectingListener.heard`): counted, but it wakes
+ * nobody.
+ */
+export const PROBE_PAYLOAD = 'jobs:probe';
 
 /** What a connection needs to LISTEN: pg's `Client` has it. */
 export interface ListeningConnection {
@@ -34,17 +40,25 @@ export class ReconnectingListener<C extends ListeningConnection> {
   private running: Promise<void> | null = null;
   private stopped = false;
   private current: C | null = null;
+  /** Notifications heard on the channel, test ones included. */
+  private notifications = 0;
   /** Cuts short a connection being opened when the listener is closed. */
   private readonly stopping = new AbortController();
   /** Ends the current wait: for the connection to be lost, or before the next attempt. */
   private interrupt = (): void => undefined;
 
+  /** The channels listened to: the store's, and any of this listener's own. */
+  private readonly channels: readonly string[];
+
   constructor(
     /** Opens a connection to listen on; `signal` aborts when the listener is closed. */
     private readonly open: (signal: AbortSignal) => Promise<ListenSession<C>>,
-    private readonly channel: string,
+    /** The channel, or channels (the store's shared one and a node's own), to LISTEN on. */
+    channel: string | readonly string[],
     private readonly queryTimeoutMs: number,
-  ) {}
+  ) {
+    this.channels = typeof channel === 'string' ? [channel] : [...channel];
+  }
 
   /** Adds a subscriber; the first one starts listening, until `close()`. */
   subscribe(listener: () => void): () => void {
@@ -60,6 +74,14 @@ export class ReconnectingListener<C extends ListeningConnection> {
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
     return this.current;
+  }
+
+  /**
+   * Notifications heard on the channel so far, test ones (payload `PROBE_PAYLOAD`) included: a
+   * store sends one and sees whether this grows.
+   */
+  get heard(): number {
+    return this.notifications;
   }
 
   async close(): Promise<void> {
@@ -92,7 +114,14 @@ export class ReconnectingListener<C extends ListeningConnection> {
     let listened = false;
     let lost: unknown;
     const handlers: ['notification' | 'error' | 'end', Handler][] = [
-      ['notification', (message) => message?.channel === this.channel && this.subscribers.wake()],
+      [
+        'notification',
+        (message) => {
+          if (message?.channel === undefined || !this.channels.includes(message.channel)) return;
+          this.notifications++;
+          if (message.payload !== PROBE_PAYLOAD) this.subscribers.wake();
+        },
+      ],
     ];
     const ended = this.wait((done) => {
       const end: Handler = (error) => {
@@ -115,7 +144,9 @@ export class ReconnectingListener<C extends ListeningConnection> {
     try {
       this.stopping.signal.addEventListener('abort', cut);
       if (this.stopped) cut();
-      const listen = client.query(`LISTEN "${this.channel.replace(/"/g, '""')}"`);
+      const listen = client.query(
+        this.channels.map((channel) => `LISTEN "${channel.replace(/"/g, '""')}";`).join(' '),
+      );
       await Promise.race([
         withDeadline(listen, this.queryTimeoutMs, 'queryTimeoutMs', () => session.destroy()),
         closing,

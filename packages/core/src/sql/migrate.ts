@@ -5,20 +5,17 @@
  * file. Applied versions are recorded in the version table `<prefix>jobs_migrations`.
  *
  * File format: statements end with `;` at the end of a line (not inside a `$$ … $$` body, such
- * as PostgreSQL's `DO $$ … $$;`); lines starting with `--` are comments; `{{name}}` is replaced
- * by the dialect's value for `name` (quoted table names, schema, prefix).
+ * as PostgreSQL's `DO $$ … $$;`); a `CREATE TRIGGER` or `CREATE PROCEDURE` (SQLite's and MySQL's
+ * bodies of `;`-ended statements) ends only at a line that is exactly `END;`, unindented — its
+ * inner statements and blocks are indented; lines starting with `--` are comments; `{{name}}` is
+ * replaced by the dialect's value for `name` (quoted table names, schema, prefix).
  */
 import { StoreError } from '../errors.js';
 import type { Operation } from './executor.js';
-import type { SqlContext } from './operations/context.js';
+import type { Migration } from './migration.js';
+import type { SqlEnv } from './operations/env.js';
 
-export interface Migration {
-  version: number;
-  /** File name without `.sql`, e.g. `0001_init`. */
-  name: string;
-  /** The statements, placeholders filled in. */
-  statements: readonly string[];
-}
+export type { Migration } from './migration.js';
 
 /** Splits a migration file into statements and fills in `{{name}}` placeholders. */
 export function parseMigration(
@@ -41,7 +38,8 @@ export function parseMigration(
     if (/^\s*--/.test(line)) continue;
     current.push(line);
     if ((line.match(/\$\$/g)?.length ?? 0) % 2 === 1) inBody = !inBody;
-    if (!inBody && /;\s*$/.test(line)) {
+    const routine = /^\s*CREATE\s+(TRIGGER|PROCEDURE)\b/i.test(current.join('\n'));
+    if (!inBody && (routine ? /^END;\s*$/.test(line) : /;\s*$/.test(line))) {
       const statement = current.join('\n').trim().replace(/;\s*$/, '');
       if (statement) statements.push(statement);
       current = [];
@@ -66,7 +64,7 @@ export function loadMigrations(
  * Brings the schema to the newest version; returns the versions this call applied. The caller
  * holds the dialect's migration lock (`Dialect.migrateLock`).
  */
-export function* migrate(c: SqlContext): Operation<number[]> {
+export function* migrate(c: SqlEnv): Operation<number[]> {
   const d = c.d;
   for (const sql of d.setup) yield { sql, params: [] };
   if (d.beforeMigrate) yield* d.beforeMigrate();
@@ -94,7 +92,7 @@ export function* migrate(c: SqlContext): Operation<number[]> {
 }
 
 /** The statements `migrate` would run on an empty database, for DBAs who apply them by hand. */
-export function migrationSql(c: SqlContext): string {
+export function migrationSql(c: SqlEnv): string {
   const d = c.d;
   const parts = [...d.setup, d.versionTable];
   for (const migration of d.migrations) {
@@ -109,4 +107,18 @@ export function migrationSql(c: SqlContext): string {
     );
   }
   return `${parts.map((sql) => (sql.startsWith('--') ? sql : `${sql};`)).join('\n\n')}\n`;
+}
+
+/**
+ * The schema's version (the newest applied migration), or null when the version table does not
+ * exist or cannot be read; see `JobStore.verifySchema`.
+ */
+export function* schemaVersion(c: SqlEnv): Operation<number | null> {
+  const d = c.d;
+  const rows = (yield {
+    sql: d.sql(`SELECT MAX("version") AS "version" FROM ${d.table('migrations')}`),
+    params: [],
+  }).rows;
+  const version = rows[0]?.version;
+  return version === null || version === undefined ? null : Number(version);
 }

@@ -11,14 +11,33 @@
  *   shard_index, shard_count, meta (JSON text or jsonb: the enqueuer's string headers),
  *   scope_limit (a limited job's limit N; null: 1 — `exclusive` marks every limited job, see
  *   `scope-rule.ts`), progress (JSON text or jsonb: the handler's latest `ctx.progress`, written
- *   by lease renewals), cancel_requested (an operator cancelled the running job)
+ *   by lease renewals), cancel_requested (an operator cancelled the running job), started_at
+ *   (when the handler of the current lease started; null while leased but not started),
+ *   timeout_ms (the job's own time limit), logs (JSON: its `ctx.log` lines, written by lease
+ *   renewals), steps (JSON: its durable steps, written by fenced checkpoints, `saveSteps`)
  * Table `<prefix>schedules`:
  *   name (primary key), spec (JSON text), next_at, paused, pending_misfire, skipped, fired,
  *   version, created_at, updated_at
  * A finished job's row is deleted.
  */
 import { ValidationError } from '../errors.js';
-import type { Job, JobState, NewJob, RetryPolicy, ScheduleRecord } from '../store.js';
+import { dueTime } from '../rules/due.js';
+import { readLogs, readSteps } from '../store-support.js';
+
+// The rules the row mapping and the operations use, where the SQL core's code imports them.
+export { dueTime } from '../rules/due.js';
+export { LEASE_EXPIRED_MESSAGE } from '../rules/lease.js';
+export { assertIdentifier, readLogs } from '../store-support.js';
+
+import type {
+  Job,
+  JobLogLine,
+  JobState,
+  NewJob,
+  RecoverResult,
+  RetryPolicy,
+  ScheduleRecord,
+} from '../store.js';
 
 export type SqlValue = string | number | bigint | boolean | Date | null | Buffer | object;
 export type SqlRow = Record<string, unknown>;
@@ -45,6 +64,7 @@ export const INSERT_JOB_COLUMNS = [
   'shard_count',
   'meta',
   'scope_limit',
+  'timeout_ms',
 ] as const;
 
 /** Every column of the jobs table, in `rowToJob` names: the inserted ones and those a lease or a failure writes. */
@@ -59,6 +79,9 @@ export const JOB_COLUMN_NAMES = [
   'suspended_from',
   'progress',
   'cancel_requested',
+  'started_at',
+  'logs',
+  'steps',
 ] as const;
 
 type JobColumn = (typeof JOB_COLUMN_NAMES)[number];
@@ -120,6 +143,7 @@ export function jobRowAt(
     shard_count: values[at + layout.shard_count],
     meta: values[at + layout.meta],
     scope_limit: values[at + layout.scope_limit],
+    timeout_ms: values[at + layout.timeout_ms],
     last_error_message: values[at + layout.last_error_message],
     last_error_stack: values[at + layout.last_error_stack],
     lock_owner: lease ? lease.owner : values[at + layout.lock_owner],
@@ -128,6 +152,9 @@ export function jobRowAt(
     suspended_from: values[at + layout.suspended_from],
     progress: values[at + layout.progress],
     cancel_requested: values[at + layout.cancel_requested],
+    started_at: values[at + layout.started_at],
+    logs: values[at + layout.logs],
+    steps: values[at + layout.steps],
   };
 }
 
@@ -168,6 +195,7 @@ export function newJobValues(
     job.shard ? job.shard.count : null,
     job.meta ? JSON.stringify(job.meta) : null,
     storedScopeLimit(job),
+    job.timeoutMs ?? null,
   ];
 }
 
@@ -187,11 +215,6 @@ export function readScopeLimit(row: SqlRow): { exclusive: boolean; scopeLimit: n
   const limit =
     row.scope_limit === null || row.scope_limit === undefined ? 1 : readInt(row.scope_limit);
   return { exclusive: limit === 1, scopeLimit: limit };
-}
-
-/** The due time of a new job: `(dueAt ?? now) + delayMs`. */
-export function dueTime(job: Pick<NewJob, 'dueAt' | 'delayMs'>, now: Date): Date {
-  return new Date((job.dueAt ?? now).getTime() + job.delayMs);
 }
 
 /** Reads a time column as written by any driver: Date, epoch ms (number/bigint) or ISO text. */
@@ -276,6 +299,12 @@ export function rowToJob(row: SqlRow): Job {
         : (readJson(row.meta) as Record<string, string>),
     progress: row.progress === null || row.progress === undefined ? null : readJson(row.progress),
     cancelRequested: readBool(row.cancel_requested),
+    // Written by acquisitions and renewals; meaningful only while the job is running.
+    startedAt: row.state === 'running' ? readOptionalTime(row.started_at) : null,
+    logs: row.logs === null || row.logs === undefined ? [] : readLogs(row.logs),
+    steps: readSteps(row.steps),
+    timeoutMs:
+      row.timeout_ms === null || row.timeout_ms === undefined ? null : readInt(row.timeout_ms),
   };
 }
 
@@ -295,26 +324,11 @@ export function rowToSchedule(row: SqlRow): ScheduleRecord {
   };
 }
 
-/**
- * Checks a table prefix or schema name: letters, digits and `_`, starting with a letter or `_`,
- * at most `max` characters. Identifiers are interpolated into SQL, so nothing else gets in.
- */
-export function assertIdentifier(
-  value: string,
-  field: string,
-  options: { allowEmpty?: boolean; max?: number } = {},
-): string {
-  const max = options.max ?? 48;
-  if (value === '' && options.allowEmpty) return value;
-  if (typeof value !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(value) || value.length > max) {
-    throw new ValidationError(
-      field,
-      `must be an identifier of letters, digits and _ (not starting with a digit, at most ${max} characters), got ${JSON.stringify(value)}`,
-    );
-  }
-  return value;
+/** A recovery's result: `released` (leases lapsed before their handler started) only when any. */
+export function recoverResult(
+  requeued: string[],
+  deadlettered: string[],
+  released: string[],
+): RecoverResult {
+  return released.length > 0 ? { requeued, deadlettered, released } : { requeued, deadlettered };
 }
-
-/** Error message stored when a lease expires (crash, OOM, blocked event loop). */
-export const LEASE_EXPIRED_MESSAGE =
-  'lease expired: the owner stopped renewing it (crash or stall)';

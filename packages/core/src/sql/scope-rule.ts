@@ -15,9 +15,9 @@
  * lapsed owner still holds, so an owner that comes back finds its token fenced instead of a
  * second job running beside its own). `N` is the waiting job's own limit: with mixed limits in
  * one scope, each job checks the scope against its own. A dialect that decides on a snapshot
- * re-checks limited rows under a lock (`Dialect.acquireExclusive` or its own `acquire`).
+ * re-checks limited rows under a lock (`Dialect.acquireLimited` or its own `acquire`).
  *
- * Blocked rows (state `blocked`, see `operations/scopes.ts`) are due waiting limited jobs kept
+ * Blocked rows (state `blocked`, see `operations/blocked-set.ts`) are due waiting limited jobs kept
  * out of the walk while their scope is full. They still keep their place: a limited row starts
  * only when no blocked row of its scope ranks ahead of it, so a row that enters the waiting set
  * behind a blocked one (a retry come due, a release) waits until the blocked one is let in,
@@ -27,23 +27,8 @@
 import type { AcquireRequest } from '../store.js';
 import { type Dialect, marks } from './dialect.js';
 
-/** Acquisition order: priority first, then due time, then insertion. */
-export const ACQUIRE_ORDER = 'ORDER BY j.priority DESC, j.due_at ASC, j.id ASC';
-
 /** Sorts acquired jobs into acquisition order (RETURNING and IN lists do not keep it). */
-export function byAcquisitionOrder(
-  a: { priority: number; dueAt: Date; id: string },
-  b: { priority: number; dueAt: Date; id: string },
-): number {
-  return (
-    b.priority - a.priority ||
-    a.dueAt.getTime() - b.dueAt.getTime() ||
-    // Canonical decimal ids of any size: the shorter is smaller, else compare text (no BigInt:
-    // this runs for every pair of a large batch, and most pairs tie on priority and due time).
-    a.id.length - b.id.length ||
-    (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
-  );
-}
+export { compareAcquisitionOrder as byAcquisitionOrder } from '../rules/order.js';
 
 /**
  * The WHERE clause that makes a row (alias `j`) an acquisition candidate, and its parameters
@@ -66,14 +51,14 @@ export function candidateWhere(
     sql += ` AND j.tenant_id IN (${marks(request.tenants.length)})`;
     params.push(...request.tenants);
   }
-  sql += ` AND (${exclusiveHeadIsFree(d, 'j', jobs)})`;
+  sql += ` AND (${limitedHeadIsFree(d, 'j', jobs)})`;
   return { sql, params };
 }
 
 /** What the scope rule needs of a dialect. */
 export type ScopeRuleDialect = Pick<
   Dialect,
-  'now' | 'TRUE' | 'quote' | 'negPriority' | 'scopeIndexHint'
+  'now' | 'TRUE' | 'quote' | 'negPriority' | 'scopeIndexHint' | 'acquisitionOrder'
 > & {
   correlatedLimit?: boolean;
 };
@@ -107,7 +92,7 @@ export function noBlockedAhead(d: ScopeRuleDialect, alias: string, jobs: string)
  * True for a row that is not limited, or may start within its scope's limit.
  * `alias` is the candidate row.
  */
-export function exclusiveHeadIsFree(d: ScopeRuleDialect, alias: string, jobs: string): string {
+export function limitedHeadIsFree(d: ScopeRuleDialect, alias: string, jobs: string): string {
   const j = alias;
   return `${j}.${d.quote('exclusive')} <> ${d.TRUE} OR ${j}.scope IS NULL OR (
     ${scopeHeadIsFree(d, j, jobs)})`;
@@ -134,7 +119,7 @@ export function scopeHeadIsFree(d: ScopeRuleDialect, alias: string, jobs: string
   const inLine = noBlockedAhead(d, j, jobs);
   if (d.correlatedLimit) {
     return `${j}.id IN (SELECT w.id FROM ${scoped(d, jobs, 'w')} WHERE ${waiting('w')}
-      ORDER BY w.priority DESC, w.due_at, w.id LIMIT GREATEST(0, ${limit} - ${running}))
+      ORDER BY ${d.acquisitionOrder('w')} LIMIT GREATEST(0, ${limit} - ${running}))
       AND ${inLine}`;
   }
   const ahead = `(SELECT COUNT(*) FROM ${scoped(d, jobs, 'w')} WHERE ${waiting('w')} AND w.priority > ${j}.priority)
@@ -142,6 +127,6 @@ export function scopeHeadIsFree(d: ScopeRuleDialect, alias: string, jobs: string
         AND (w.due_at < ${j}.due_at OR (w.due_at = ${j}.due_at AND w.id < ${j}.id)))`;
   return `CASE WHEN ${running} >= ${limit} THEN 1 = 0
     WHEN ${limit} = 1 THEN ${j}.id = (SELECT w.id FROM ${scoped(d, jobs, 'w')} WHERE ${waiting('w')}
-      ORDER BY w.priority DESC, w.due_at, w.id LIMIT 1)
+      ORDER BY ${d.acquisitionOrder('w')} LIMIT 1)
     ELSE ${running} + ${ahead} < ${limit} END AND ${inLine}`;
 }

@@ -9,7 +9,7 @@
  *   constructor(client: Client) {
  *     super({ label: 'libsql-store', name: 'libsql', dialect: sqliteDialect({ tablePrefix: 'jobs_' }),
  *       executor: new LibsqlExecutor(client), capabilities: { notifications: false,
- *       skipLocked: false, transactionalEnqueue: false, multiProcess: true } });
+ *       transactionalEnqueue: false, multiProcess: true } });
  *   }
  * }
  */
@@ -31,6 +31,7 @@ import type {
   LeaseRenewalRef,
   ListHistoryRequest,
   ListJobsRequest,
+  MigrationResult,
   NewJob,
   OverdueType,
   QueueStatsRow,
@@ -44,25 +45,35 @@ import type {
   ScheduleRecord,
   SettleResult,
   StatsRow,
+  StoreBulk,
+  StoreCancellation,
   StoreCapabilities,
+  StoreHistory,
+  StoreRateLimits,
+  StoreSteps,
+  StoreViews,
+  StoreWaits,
 } from '../store.js';
 import { limitedScopeOf } from '../store.js';
-import { type Dialect, isJobId } from './dialect.js';
+import { type Dialect, isJobId, needsTransaction } from './dialect.js';
 import type { Executor, Operation, Query, RunOptions } from './executor.js';
 import type { LockRetries } from './lock-retries.js';
-import { migrate, migrationSql } from './migrate.js';
-import * as acquisition from './operations/acquire.js';
+import { migrate, migrationSql, schemaVersion } from './migrate.js';
+import * as acquire from './operations/acquire.js';
 import * as admin from './operations/admin.js';
-import * as cancellation from './operations/cancel.js';
-import { type SqlContext, sqlContext } from './operations/context.js';
-import * as enqueueing from './operations/enqueue.js';
+import * as blockedSet from './operations/blocked-set.js';
+import * as cancel from './operations/cancel.js';
+import * as enqueue from './operations/enqueue.js';
+import { type SqlEnv, sqlEnv } from './operations/env.js';
+import * as followups from './operations/followups.js';
 import * as history from './operations/history.js';
-import * as limits from './operations/limits.js';
-import * as recovery from './operations/recover.js';
+import * as rateLimits from './operations/rate-limits.js';
+import * as recover from './operations/recover.js';
 import * as schedules from './operations/schedules.js';
-import * as blocking from './operations/scopes.js';
-import * as settlement from './operations/settle.js';
-import { readBool, type SqlRow } from './rows.js';
+import * as settle from './operations/settle.js';
+import * as steps from './operations/steps.js';
+import * as waits from './operations/waits.js';
+import type { SqlRow } from './rows.js';
 
 export interface SqlJobStoreOptions {
   /** The package that speaks in messages, e.g. `@jobs/postgres`. */
@@ -79,12 +90,13 @@ export interface SqlJobStoreOptions {
 /** Scopes of leased limited jobs remembered at most (see `noteScopes`). */
 const MAX_LEASED_SCOPES = 100_000;
 
-/** Times a whole operation is run again after a deadlock or lock-wait error. */
-const WRITE_RETRIES = 3;
+/** Times a whole operation is run again after a deadlock or lock-wait error (no backoff policy). */
+const LOCK_RETRIES = 3;
 
 interface Run {
   transaction: boolean;
-  retries?: number;
+  /** Deadlock / lock-wait retries of the whole operation (`Dialect.isRetryable`). */
+  lockRetries?: number;
   tx?: unknown;
   purpose?: RunOptions['purpose'];
 }
@@ -108,27 +120,72 @@ export class SqlJobStore implements JobStore {
   readonly capabilities: StoreCapabilities;
   readonly dialect: Dialect;
   protected readonly executor: Executor;
-  protected readonly context: SqlContext;
+  protected readonly context: SqlEnv;
   protected readonly label: string;
   /** Deadlock / lock-wait retries with backoff, where the dialect has them (MySQL/MariaDB). */
   protected readonly lockRetries: LockRetries | null;
   protected closed = false;
   /** Limited jobs leased by this store and not settled through it yet: id → scope. */
   private readonly leasedScopes = new Map<string, string>();
-  /** Where the next blocked-set sweep goes on from (see `operations/scopes.ts`). */
-  private readonly sweepCursor: blocking.SweepCursor = { blocked: null, waiting: null };
+  /** Ids of keyed jobs leased by this store and not settled through it yet. */
+  private readonly leasedKeyed = new Set<string>();
+  /** Where the next blocked-set sweep goes on from (see `operations/blocked-set.ts`). */
+  private readonly sweepCursor: blockedSet.SweepCursor = { blocked: null, waiting: null };
+
+  // The optional abilities of the contract, all of them on every dialect: each member delegates
+  // to the method of the same work below.
+  readonly cancellation: StoreCancellation = {
+    cancel: (id) => this.cancel(id),
+    cancelHeld: (jobs) => this.cancelHeld(jobs),
+  };
+  readonly rateLimits: StoreRateLimits = {
+    takeRateTokens: (requests) => this.takeRateTokens(requests),
+    deferJobs: (jobs, delayMs) => this.deferJobs(jobs, delayMs),
+  };
+  readonly history: StoreHistory = {
+    configure: (settings) => this.configureHistory(settings),
+    get: (id) => this.getHistory(id),
+    list: (request) => this.listHistory(request),
+    amend: (id, resultJson, durationMs) => this.amendHistory(id, resultJson, durationMs),
+    prune: (retentionMs, limit) => this.pruneHistory(retentionMs, limit),
+  };
+  readonly bulk: StoreBulk = {
+    countJobs: (filter, cap) => this.countJobs(filter, cap),
+    retryDeadletterMany: (filter, retries, limit) =>
+      this.retryDeadletterMany(filter, retries, limit),
+    deleteMany: (filter, limit) => this.deleteMany(filter, limit),
+  };
+  readonly views: StoreViews = {
+    overdueTypes: (request) => this.overdueTypes(request),
+    queueStats: (options) => this.queueStats(options),
+    estimateJobs: () => this.estimateJobs(),
+  };
+  readonly steps: StoreSteps = {
+    save: (ref, stepsJson, tx) => this.saveSteps(ref, stepsJson, tx),
+    saveInTransaction: (ref, work, stepsJsonOf) =>
+      this.saveStepsInTransaction(ref, work, stepsJsonOf),
+  };
+  readonly waits: StoreWaits = {
+    sleep: (ref, stepsJson, delayMs) => this.sleepHeld(ref, stepsJson, delayMs),
+    signal: (name, key, payloadJson) => this.signal(name, key, payloadJson),
+    takeSignal: (ref, name, key, stepsJsonOf) => this.takeSignal(ref, name, key, stepsJsonOf),
+    waitSignal: (ref, name, key, stepsJson, timeoutMs) =>
+      this.waitSignal(ref, name, key, stepsJson, timeoutMs),
+  };
 
   constructor(options: SqlJobStoreOptions) {
     this.name = options.name;
     this.label = options.label;
-    // Scope limits, key modes, rate limits, cancellation and progress are the SQL core's own,
-    // on every dialect.
+    // Scope limits, key modes, the blocked set, progress, logs, time limits and start marks are the SQL core's
+    // own, on every dialect (as are all the abilities below).
     this.capabilities = {
       scopeLimits: true,
       keyModes: true,
-      rateLimits: true,
-      cancellation: true,
+      blockedSet: true,
       progress: true,
+      startMarks: true,
+      logs: true,
+      timeLimits: true,
       ...(options.dialect.batchLimit === undefined
         ? {}
         : { batchLimit: options.dialect.batchLimit }),
@@ -137,7 +194,7 @@ export class SqlJobStore implements JobStore {
     this.dialect = options.dialect;
     this.executor = options.executor;
     this.lockRetries = options.dialect.lockRetries?.() ?? null;
-    this.context = sqlContext(options.dialect, options.label, options.notify ?? null);
+    this.context = sqlEnv(options.dialect, options.label, options.notify ?? null);
   }
 
   /**
@@ -145,7 +202,7 @@ export class SqlJobStore implements JobStore {
    * caller's when `tx` is given, else statement by statement; again after a deadlock.
    */
   protected async run<T>(what: string, make: () => Operation<T>, options: Run): Promise<T> {
-    const retries = options.tx === undefined ? (options.retries ?? 0) : 0;
+    const retries = options.tx === undefined ? (options.lockRetries ?? 0) : 0;
     const started = performance.now();
     for (let attempt = 0; ; attempt++) {
       try {
@@ -157,7 +214,13 @@ export class SqlJobStore implements JobStore {
       } catch (error) {
         const wait =
           retries > 0 && this.dialect.isRetryable(error)
-            ? this.retryDelayMs(what, error, attempt + 1, retries, performance.now() - started)
+            ? this.deadlockRetryDelayMs(
+                what,
+                error,
+                attempt + 1,
+                retries,
+                performance.now() - started,
+              )
             : null;
         if (wait === null) throw this.wrap(what, error);
         if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
@@ -171,7 +234,7 @@ export class SqlJobStore implements JobStore {
    * since the operation's first try began. The dialect's `lockRetries` back off, bound the time
    * and count retries (`@jobs/mysql`'s `onRetry`); without them, at once, up to `retries` times.
    */
-  protected retryDelayMs(
+  protected deadlockRetryDelayMs(
     what: string,
     error: unknown,
     retry: number,
@@ -191,14 +254,46 @@ export class SqlJobStore implements JobStore {
 
   /**
    * Creates the tables if absent and applies newer schema versions under the database's
-   * migration lock. Idempotent; safe when several processes call it at once.
+   * migration lock. Idempotent; safe when several processes call it at once. Returns the
+   * versions it applied (none when the schema was up to date).
    */
-  async migrate(): Promise<void> {
+  async migrate(): Promise<MigrationResult> {
     const { lock, unlock, transactional } = this.dialect.migrateLock;
-    await this.run('migrate', () => locked(lock, migrate(this.context), unlock), {
+    const applied = await this.run('migrate', () => locked(lock, migrate(this.context), unlock), {
       transaction: transactional,
       purpose: 'migrate',
     });
+    return { applied, version: this.schemaVersion() };
+  }
+
+  /** The newest schema version this package knows (what `migrate()` brings a database to). */
+  schemaVersion(): number {
+    return Math.max(0, ...this.dialect.migrations.map((m) => m.version));
+  }
+
+  /**
+   * See `JobStore.verifySchema`: the schema's version against the newest this package knows;
+   * a missing or older schema says to run `migrate()`.
+   */
+  async verifySchema(): Promise<void> {
+    const newest = Math.max(0, ...this.dialect.migrations.map((m) => m.version));
+    let version: number | null;
+    try {
+      version = await this.run('verifySchema', () => schemaVersion(this.context), {
+        transaction: false,
+      });
+    } catch (error) {
+      // No version table (a database never migrated) reads as an error on every database.
+      if (this.closed) throw error;
+      version = null;
+    }
+    if (version !== null && version >= newest) return;
+    const found =
+      version === null ? 'has no @jobs tables yet' : `is at schema version ${version} of ${newest}`;
+    throw new JobsError(
+      'SCHEMA',
+      `[${this.label}] the database ${found}: run migrations first — \`await store.migrate()\` once at deploy, or \`npx jobsctl --db <url> migrate\``,
+    );
   }
 
   /** The statements `migrate()` runs on an empty database, for applying them by hand. */
@@ -213,7 +308,7 @@ export class SqlJobStore implements JobStore {
   }
 
   now(): Promise<Date> {
-    return this.run('now', () => enqueueing.now(this.context), { transaction: false });
+    return this.run('now', () => enqueue.now(this.context), { transaction: false });
   }
 
   /**
@@ -224,73 +319,75 @@ export class SqlJobStore implements JobStore {
    */
   async enqueue(jobs: readonly NewJob[], options?: EnqueueOptions): Promise<EnqueueResult[]> {
     const tx = options?.tx ?? undefined;
-    const results = await this.run('enqueue', () => enqueueing.enqueue(this.context, jobs), {
-      // A dialect's own enqueue is one statement (plus reads): atomic without a transaction,
-      // unless the dialect says these jobs need one.
-      transaction: this.dialect.enqueueJobs
-        ? (this.dialect.enqueueNeedsTransaction?.(jobs) ?? false)
-        : true,
-      retries: WRITE_RETRIES,
-      ...(tx === undefined || tx === null ? {} : { tx }),
+    const inCallerTx = tx !== undefined && tx !== null;
+    const env = this.enqueueEnv(inCallerTx);
+    const results = await this.run('enqueue', () => enqueue.enqueue(env, jobs), {
+      // As the dialect's `enqueue` says, and always when a key mode changes a holder (it is
+      // locked, then changed or given a follow-up, in one transaction).
+      transaction:
+        jobs.some(enqueue.changesHolder) ||
+        needsTransaction(this.dialect.ops.enqueue, this.context, jobs),
+      lockRetries: LOCK_RETRIES,
+      ...(inCallerTx ? { tx } : {}),
     });
-    const scopes = tx === undefined || tx === null ? enqueueing.limitedScopes(jobs) : [];
+    if (!inCallerTx) this.enqueueCommitted(results);
+    const scopes = inCallerTx ? [] : enqueue.limitedScopes(jobs);
     // Its own call: a retry of it must never insert the jobs again.
     if (scopes.length > 0) await this.rebalanceScopes(scopes).catch(() => 0);
     return results;
   }
 
   /**
+   * The names an enqueue runs with: `this.context`, whose `notify` wakes engines in the
+   * enqueuing statement. A store that wakes engines after commit instead (`enqueueCommitted`)
+   * returns a copy without `notify` when the enqueue is not in the caller's transaction.
+   */
+  protected enqueueEnv(_inCallerTx: boolean): SqlEnv {
+    return this.context;
+  }
+
+  /** An enqueue outside the caller's transaction committed (`enqueueEnv`'s other half). */
+  protected enqueueCommitted(_results: readonly EnqueueResult[]): void {}
+
+  /**
    * The enqueue operation itself, for a store whose executor can also run it synchronously
    * (`@jobs/sqlite`'s `enqueueSync` inside the caller's better-sqlite3 transaction).
    */
   protected enqueueOperation(jobs: readonly NewJob[]): Operation<EnqueueResult[]> {
-    return enqueueing.enqueue(this.context, jobs);
+    return enqueue.enqueue(this.context, jobs);
   }
 
   async acquire(request: AcquireRequest): Promise<Job[]> {
     // Where acquisition takes the one write lock, a plain read first says whether to take it.
     if (
       this.dialect.probeBeforeAcquire &&
-      !(await this.run('acquire', () => acquisition.anyCandidate(this.context, request), {
+      !(await this.run('acquire', () => acquire.anyCandidate(this.context, request), {
         transaction: false,
       }))
     ) {
       return [];
     }
     const token = randomUUID();
-    const rows = await this.run(
-      'acquire',
-      () => acquisition.acquire(this.context, request, token),
-      {
-        transaction: this.dialect.acquireInTransaction,
-        retries: WRITE_RETRIES,
-      },
-    );
+    const rows = await this.run('acquire', () => acquire.acquire(this.context, request, token), {
+      transaction: needsTransaction(this.dialect.ops.acquire, this.context, request, token),
+      lockRetries: LOCK_RETRIES,
+    });
     return this.acquired(rows, request, token);
   }
 
   /** Acquired rows as jobs, after the dialect's second step if it has one. */
   private async acquired(rows: SqlRow[], request: AcquireRequest, token: string): Promise<Job[]> {
-    const exclusive = this.dialect.acquireExclusive;
-    if (exclusive && rows.some((row) => row.needs_exclusive === true)) {
-      // See `Dialect.acquireExclusive`: the first step took nothing.
-      const locked = await this.run('acquire', () => exclusive.call(this.dialect, request, token), {
-        transaction: true,
-        retries: WRITE_RETRIES,
+    const locked = this.dialect.ops.acquireLocked;
+    if (locked && rows.some((row) => row.needs_exclusive === true)) {
+      // See `DialectOps.acquireLocked`: the first step took nothing.
+      const c = this.context;
+      const again = await this.run('acquire', () => locked.run(c, request, token), {
+        transaction: needsTransaction(locked, c, request, token),
+        lockRetries: LOCK_RETRIES,
       });
-      return this.noteScopes(acquisition.toJobs(locked));
+      return this.noteScopes(acquire.toJobs(again));
     }
-    return this.noteScopes(acquisition.toJobs(await this.recheck(rows, token)));
-  }
-
-  /** See `Dialect.recheckExclusive`. */
-  private async recheck(rows: SqlRow[], token: string): Promise<SqlRow[]> {
-    const recheck = this.dialect.recheckExclusive;
-    if (!recheck || !rows.some((row) => readBool(row.exclusive) && row.scope !== null)) return rows;
-    return this.run('acquire', () => recheck.call(this.dialect, rows, token), {
-      transaction: true,
-      retries: WRITE_RETRIES,
-    });
+    return this.noteScopes(acquire.toJobs(rows));
   }
 
   /**
@@ -310,7 +407,7 @@ export class SqlJobStore implements JobStore {
   ): Promise<{ lost: string[]; jobs: Job[] }> {
     const token = randomUUID();
     const c = this.context;
-    const fused = this.dialect.completeAndAcquire;
+    const fused = this.dialect.ops.completeAndAcquire;
     const valid = done.filter((ref) => isJobId(ref.id));
     if (
       fused &&
@@ -319,10 +416,14 @@ export class SqlJobStore implements JobStore {
       request.limit > 0 &&
       request.types.length > 0
     ) {
+      const keep = history.keepsCompleted(c);
       const result = await this.run(
         'completeAndAcquire',
-        () => fused.call(this.dialect, valid, request, token, history.keepsCompleted(c)),
-        { transaction: false, retries: WRITE_RETRIES },
+        () => fused.run(c, valid, request, token, keep),
+        {
+          transaction: needsTransaction(fused, c, valid, request, token, keep),
+          lockRetries: LOCK_RETRIES,
+        },
       );
       const completed = new Set(result.completed);
       return {
@@ -333,15 +434,15 @@ export class SqlJobStore implements JobStore {
     const result = await this.run(
       'completeAndAcquire',
       function* (): Operation<{ lost: string[]; rows: SqlRow[] }> {
-        const { lost } = done.length > 0 ? yield* settlement.complete(c, done) : { lost: [] };
-        const rows = yield* acquisition.acquire(c, request, token);
+        const { lost } = done.length > 0 ? yield* settle.complete(c, done) : { lost: [] };
+        const rows = yield* acquire.acquire(c, request, token);
         return { lost, rows };
       },
       {
         transaction:
-          this.dialect.acquireInTransaction ||
-          (done.length > 0 && settlement.completeNeedsTransaction(c)),
-        retries: WRITE_RETRIES,
+          needsTransaction(c.d.ops.acquire, c, request, token) ||
+          (done.length > 0 && needsTransaction(settle.completeOp(c), c, done)),
+        lockRetries: LOCK_RETRIES,
       },
     );
     return {
@@ -355,7 +456,7 @@ export class SqlJobStore implements JobStore {
    * together, or not at all. Needs an executor with `transaction`.
    */
   completeInTransaction<T>(ref: JobCompletion, work: (tx: unknown) => Promise<T>): Promise<T> {
-    return this.afterSettle([ref], this.completeWith(ref, work));
+    return this.afterSettle([ref], this.completeWith(ref, work), false);
   }
 
   private async completeWith<T>(ref: JobCompletion, work: (tx: unknown) => Promise<T>): Promise<T> {
@@ -369,19 +470,117 @@ export class SqlJobStore implements JobStore {
       const result = await work(handle);
       // The fence: the completion changes nothing unless this lease is still the job's, and
       // then the whole transaction rolls back, the handler's writes with it.
-      const { lost } = await run(settlement.complete(this.context, [ref]));
+      const { lost } = await run(settle.complete(this.context, [ref]));
       if (lost.length > 0) throw new LockLostError(ref.id);
       return result;
     });
   }
 
+  /** See `JobStore.saveSteps`: one fenced UPDATE (in the caller's transaction with `tx`). */
+  protected saveSteps(ref: JobRef, stepsJson: string, tx?: unknown): Promise<boolean> {
+    const options: Run = { transaction: false, lockRetries: LOCK_RETRIES };
+    if (tx !== undefined) options.tx = tx;
+    return this.run('saveSteps', () => steps.saveSteps(this.context, ref, stepsJson), options);
+  }
+
+  /**
+   * See `JobStore.saveStepsInTransaction`: `work`'s writes and the fenced checkpoint commit
+   * together, or not at all. Needs an executor with `transaction`.
+   */
+  protected async saveStepsInTransaction<T>(
+    ref: JobRef,
+    work: (tx: unknown) => Promise<T>,
+    stepsJsonOf: (result: T) => string,
+  ): Promise<T> {
+    if (!this.executor.transaction) {
+      throw new StoreError(
+        `[${this.label}] ctx.step: this store cannot open a transaction for a step`,
+      );
+    }
+    if (this.closed) throw new StoreError(`[${this.label}] ctx.step: the store is closed`);
+    return this.executor.transaction<T>(async (handle, run) => {
+      const result = await work(handle);
+      // The fence: the checkpoint changes nothing unless this lease is still the job's, and
+      // then the whole transaction rolls back, the step's writes with it.
+      const saved = await run(steps.saveSteps(this.context, ref, stepsJsonOf(result)));
+      if (!saved) throw new LockLostError(ref.id);
+      return result;
+    });
+  }
+
+  /** See `StoreWaits.sleep`: one fenced write; the job's scope slot is free at once. */
+  protected sleepHeld(ref: JobRef, stepsJson: string, delayMs: number): Promise<boolean> {
+    return this.afterSettle(
+      [ref],
+      this.run('sleep', () => waits.sleepHeld(this.context, ref, stepsJson, delayMs), {
+        transaction: settle.settleNeedsTransaction(this.context),
+        lockRetries: LOCK_RETRIES,
+      }),
+      false,
+    );
+  }
+
+  /** See `StoreWaits.signal`: the signal commits, then its waiters are made due. */
+  protected async signal(name: string, key: string, payloadJson: string): Promise<void> {
+    const options: Run = { transaction: false, lockRetries: LOCK_RETRIES };
+    await this.run(
+      'signal',
+      () => waits.storeSignal(this.context, name, key, payloadJson),
+      options,
+    );
+    await this.run('signal', () => waits.wakeWaiters(this.context, name, key), options);
+  }
+
+  /** See `StoreWaits.takeSignal`: one transaction, fenced by the token. */
+  protected takeSignal(
+    ref: JobRef,
+    name: string,
+    key: string,
+    stepsJsonOf: (payloadJson: string | null) => string | null,
+  ): Promise<string | null> {
+    return this.run(
+      'takeSignal',
+      () => waits.takeSignal(this.context, ref, name, key, stepsJsonOf),
+      { transaction: true, lockRetries: LOCK_RETRIES },
+    );
+  }
+
+  /** See `StoreWaits.waitSignal`: the sleep and the waiter commit together, then a look back. */
+  protected async waitSignal(
+    ref: JobRef,
+    name: string,
+    key: string,
+    stepsJson: string,
+    timeoutMs: number,
+  ): Promise<boolean> {
+    const c = this.context;
+    const slept = await this.afterSettle(
+      [ref],
+      this.run(
+        'waitSignal',
+        function* () {
+          if (!(yield* waits.sleepHeld(c, ref, stepsJson, timeoutMs))) return false;
+          yield* waits.addWaiter(c, ref, name, key);
+          return true;
+        },
+        { transaction: true, lockRetries: LOCK_RETRIES },
+      ),
+      false,
+    );
+    if (!slept) return false;
+    await this.run('waitSignal', () => waits.wakeIfSignalled(c, ref.id, name, key), {
+      transaction: false,
+      lockRetries: LOCK_RETRIES,
+    });
+    return true;
+  }
+
   complete(jobs: readonly JobCompletion[]): Promise<SettleResult> {
     return this.afterSettle(
       jobs,
-      this.run('complete', () => settlement.complete(this.context, jobs), {
-        // `Dialect.completeHeld` is one statement: no transaction needed (unless history is kept).
-        transaction: settlement.completeNeedsTransaction(this.context),
-        retries: WRITE_RETRIES,
+      this.run('complete', () => settle.complete(this.context, jobs), {
+        transaction: needsTransaction(settle.completeOp(this.context), this.context, jobs),
+        lockRetries: LOCK_RETRIES,
       }),
     );
   }
@@ -389,28 +588,26 @@ export class SqlJobStore implements JobStore {
   fail(failures: readonly JobFailure[]): Promise<SettleResult> {
     return this.afterSettle(
       failures,
-      this.run('fail', () => settlement.fail(this.context, failures), {
-        transaction:
-          !this.dialect.failHeldAtomic &&
-          (settlement.settleNeedsTransaction(this.context) || failures.length > 1),
-        retries: WRITE_RETRIES,
+      this.run('fail', () => settle.fail(this.context, failures), {
+        transaction: needsTransaction(this.dialect.ops.fail, this.context, failures),
+        lockRetries: LOCK_RETRIES,
       }),
     );
   }
 
-  takeRateTokens(requests: readonly RateTokenRequest[]): Promise<RateTokenGrant[]> {
-    return this.run('takeRateTokens', () => limits.takeRateTokens(this.context, requests), {
+  protected takeRateTokens(requests: readonly RateTokenRequest[]): Promise<RateTokenGrant[]> {
+    return this.run('takeRateTokens', () => rateLimits.takeRateTokens(this.context, requests), {
       transaction: true,
-      retries: WRITE_RETRIES,
+      lockRetries: LOCK_RETRIES,
     });
   }
 
-  deferJobs(jobs: readonly JobRef[], delayMs: number): Promise<SettleResult> {
+  protected deferJobs(jobs: readonly JobRef[], delayMs: number): Promise<SettleResult> {
     return this.afterSettle(
       jobs,
-      this.run('deferJobs', () => limits.deferJobs(this.context, jobs, delayMs), {
-        transaction: settlement.settleNeedsTransaction(this.context),
-        retries: WRITE_RETRIES,
+      this.run('deferJobs', () => rateLimits.deferJobs(this.context, jobs, delayMs), {
+        transaction: settle.settleNeedsTransaction(this.context),
+        lockRetries: LOCK_RETRIES,
       }),
     );
   }
@@ -418,9 +615,9 @@ export class SqlJobStore implements JobStore {
   release(jobs: readonly JobRef[]): Promise<SettleResult> {
     return this.afterSettle(
       jobs,
-      this.run('release', () => settlement.release(this.context, jobs), {
-        transaction: settlement.settleNeedsTransaction(this.context),
-        retries: WRITE_RETRIES,
+      this.run('release', () => settle.release(this.context, jobs), {
+        transaction: needsTransaction(this.dialect.ops.release, this.context, jobs),
+        lockRetries: LOCK_RETRIES,
       }),
     );
   }
@@ -430,45 +627,86 @@ export class SqlJobStore implements JobStore {
     leaseMs: number,
     jobs: readonly LeaseRenewalRef[],
   ): Promise<RenewResult> {
-    return this.run(
-      'renewLeases',
-      () => settlement.renewLeases(this.context, owner, leaseMs, jobs),
-      { transaction: false, retries: WRITE_RETRIES, purpose: 'heartbeat' },
-    );
+    return this.run('renewLeases', () => settle.renewLeases(this.context, owner, leaseMs, jobs), {
+      transaction: needsTransaction(this.dialect.ops.renew, this.context, owner, leaseMs, jobs),
+      lockRetries: LOCK_RETRIES,
+      purpose: 'heartbeat',
+    });
   }
 
   /** Also sweeps the blocked sets (see `JobStore.rebalanceScopes`): recovered jobs free slots. */
   recoverExpiredLeases(limit: number): Promise<RecoverResult> {
     return this.afterChange(
-      this.run('recoverExpiredLeases', () => recovery.recoverExpiredLeases(this.context, limit), {
-        transaction: !this.dialect.recoverExpiredLeases,
-        retries: WRITE_RETRIES,
-      }),
+      (async () => {
+        // Cancel-requested jobs first: they end cancelled, never requeued.
+        const cancelled = await this.run(
+          'recoverExpiredLeases',
+          () => recover.recoverCancelled(this.context, limit),
+          { transaction: true, lockRetries: LOCK_RETRIES },
+        );
+        const result = await this.run(
+          'recoverExpiredLeases',
+          () => recover.recoverExpiredLeases(this.context, limit),
+          {
+            transaction: needsTransaction(this.dialect.ops.recover, this.context, limit),
+            lockRetries: LOCK_RETRIES,
+          },
+        );
+        // Follow-ups whose holder ended without the step after its settle (a crash between,
+        // another process's settle, a deleted holder).
+        await this.releaseFollowups(null).catch(() => undefined);
+        return cancelled.length > 0 ? { ...result, cancelled } : result;
+      })(),
     );
   }
 
-  /** See `JobStore.rebalanceScopes` and `operations/scopes.ts`. */
+  /** See `JobStore.rebalanceScopes` and `operations/blocked-set.ts`. */
   rebalanceScopes(scopes?: readonly string[], afterSettle = false): Promise<number> {
     // No transaction: every write re-checks the state it moves a row from.
     return this.run(
       'rebalanceScopes',
-      () => blocking.rebalanceScopes(this.context, scopes, this.sweepCursor, afterSettle),
-      { transaction: false, retries: WRITE_RETRIES },
+      () => blockedSet.rebalanceScopes(this.context, scopes, this.sweepCursor, afterSettle),
+      { transaction: false, lockRetries: LOCK_RETRIES },
     );
   }
 
-  /** Remembers the scopes of limited jobs leased here, for settles whose refs do not say. */
+  /**
+   * Remembers the scopes of limited jobs leased here, for settles whose refs do not say, and
+   * which leased jobs hold a key (their settle may release a follow-up).
+   */
   private noteScopes(jobs: Job[]): Job[] {
     for (const job of jobs) {
       const scope = limitedScopeOf(job);
       if (scope !== undefined) this.leasedScopes.set(job.id, scope);
+      if (job.key !== null) this.leasedKeyed.add(job.id);
     }
     // Leases never settled here (lost, or settled by another process) must not pile up.
     for (const id of this.leasedScopes.keys()) {
       if (this.leasedScopes.size <= MAX_LEASED_SCOPES) break;
       this.leasedScopes.delete(id);
     }
+    for (const id of this.leasedKeyed) {
+      if (this.leasedKeyed.size <= MAX_LEASED_SCOPES) break;
+      this.leasedKeyed.delete(id);
+    }
     return jobs;
+  }
+
+  /**
+   * Enqueues the follow-ups of keyed holders that are gone (`operations/followups.ts`): of
+   * `holderIds` after their settle (one cheap read first; a transaction only when there is
+   * one), or any orphaned ones (`null`, the recovery pass's sweep). A failure is left to the
+   * next sweep.
+   */
+  private async releaseFollowups(holderIds: readonly string[] | null): Promise<void> {
+    const found = await this.run('enqueue', () => followups.hasFollowups(this.context, holderIds), {
+      transaction: false,
+    });
+    if (!found) return;
+    await this.run('enqueue', () => followups.releaseFollowups(this.context, holderIds), {
+      transaction: true,
+      lockRetries: LOCK_RETRIES,
+    });
   }
 
   /**
@@ -476,10 +714,20 @@ export class SqlJobStore implements JobStore {
    * here) get their next blocked jobs in. A failure there is not the settle's: the sweep after
    * the next expired-lease recovery lets those jobs in.
    */
-  private async afterSettle<T>(refs: readonly JobRef[], settled: Promise<T>): Promise<T> {
-    const result = await settled;
+  private async afterSettle<T>(
+    refs: readonly JobRef[],
+    settled: Promise<T>,
+    /** A `SettleResult` whose refusals `refusalsExplained` tells apart (false: `work`'s result). */
+    explain = true,
+  ): Promise<T> {
+    const done = await settled;
+    const result: T = explain ? await this.refusalsExplained<T>(refs, done as SettleResult) : done;
     const scopes: string[] = [];
     const leased = this.leasedScopes.size > 0;
+    const keyed: string[] = [];
+    if (this.leasedKeyed.size > 0) {
+      for (const ref of refs) if (this.leasedKeyed.delete(ref.id)) keyed.push(ref.id);
+    }
     for (const ref of refs) {
       if (ref.scope !== undefined) scopes.push(ref.scope);
       if (!leased) continue;
@@ -489,7 +737,32 @@ export class SqlJobStore implements JobStore {
       if (ref.scope === undefined) scopes.push(scope);
     }
     if (scopes.length > 0) await this.rebalanceScopes(scopes, true).catch(() => 0);
+    if (keyed.length > 0) await this.releaseFollowups(keyed).catch(() => undefined);
     return result;
+  }
+
+  /**
+   * Tells a settle's refusals apart (`SettleResult`): a refused id whose job is still running
+   * under the ref's token with a cancel request was refused for that request, not lost. The
+   * operations report refusals as one list; this reads only those ids (rare: a lost lease or a
+   * cancel request), so the hot path pays nothing. A read that fails leaves the id lost (its
+   * lease runs out, and recovery ends a cancel-requested job as cancelled).
+   */
+  private async refusalsExplained<T>(refs: readonly JobRef[], settled: SettleResult): Promise<T> {
+    const result = settled as SettleResult & T;
+    if (result.lost.length === 0) return result;
+    const tokens = new Map(refs.map((ref) => [ref.id, ref.token]));
+    const lost: string[] = [];
+    const cancelRequested: string[] = [];
+    for (const id of result.lost) {
+      const job = await this.getJob(id).catch(() => null);
+      const refused =
+        job?.state === 'running' &&
+        job.cancelRequested === true &&
+        job.lockToken === tokens.get(id);
+      (refused ? cancelRequested : lost).push(id);
+    }
+    return cancelRequested.length > 0 ? { ...result, lost, cancelRequested } : result;
   }
 
   /**
@@ -504,7 +777,7 @@ export class SqlJobStore implements JobStore {
   }
 
   nextDueAt(request: Omit<AcquireRequest, 'owner' | 'limit' | 'leaseMs'>): Promise<Date | null> {
-    return this.run('nextDueAt', () => acquisition.nextDueAt(this.context, request), {
+    return this.run('nextDueAt', () => acquire.nextDueAt(this.context, request), {
       transaction: false,
     });
   }
@@ -525,93 +798,116 @@ export class SqlJobStore implements JobStore {
     return this.afterChange(
       this.run('retryDeadletter', () => admin.retryDeadletter(this.context, id, retries), {
         transaction: true,
-        retries: WRITE_RETRIES,
+        lockRetries: LOCK_RETRIES,
       }),
     );
   }
 
-  cancel(id: string): Promise<CancelOutcome> {
+  protected cancel(id: string): Promise<CancelOutcome> {
     return this.afterChange(
-      this.run('cancel', () => cancellation.cancel(this.context, id), {
+      this.run('cancel', () => cancel.cancel(this.context, id), {
         transaction: true,
-        retries: WRITE_RETRIES,
+        lockRetries: LOCK_RETRIES,
       }),
     );
   }
 
-  cancelHeld(jobs: readonly JobCompletion[]): Promise<SettleResult> {
+  protected cancelHeld(jobs: readonly JobCompletion[]): Promise<SettleResult> {
     return this.afterSettle(
       jobs,
-      this.run('cancelHeld', () => cancellation.cancelHeld(this.context, jobs), {
+      this.run('cancelHeld', () => cancel.cancelHeld(this.context, jobs), {
         transaction: true,
-        retries: WRITE_RETRIES,
+        lockRetries: LOCK_RETRIES,
       }),
     );
   }
 
-  deleteJob(id: string): Promise<boolean> {
-    return this.afterChange(
+  async deleteJob(id: string): Promise<boolean> {
+    const deleted = await this.afterChange(
       this.run('deleteJob', () => admin.deleteJob(this.context, id), {
         transaction: admin.deleteNeedsTransaction(this.context),
-        retries: WRITE_RETRIES,
+        lockRetries: LOCK_RETRIES,
       }),
     );
+    // A change queued for its key while it ran is enqueued now that it is gone, not at the next
+    // recovery pass (as the memory store does). A failure there is left to that sweep.
+    if (deleted) await this.releaseFollowups([id]).catch(() => undefined);
+    return deleted;
   }
 
-  countJobs(filter: JobFilter, cap?: number): Promise<number> {
+  protected countJobs(filter: JobFilter, cap?: number): Promise<number> {
     return this.run('countJobs', () => admin.countJobs(this.context, filter, cap), {
       transaction: false,
     });
   }
 
-  retryDeadletterMany(filter: JobFilter, retries: number, limit: number): Promise<number> {
+  protected retryDeadletterMany(
+    filter: JobFilter,
+    retries: number,
+    limit: number,
+  ): Promise<number> {
     return this.afterChange(
       this.run(
         'retryDeadletterMany',
         () => admin.retryDeadletterMany(this.context, filter, retries, limit),
-        { transaction: true, retries: WRITE_RETRIES },
+        { transaction: true, lockRetries: LOCK_RETRIES },
       ),
       filter,
     );
   }
 
-  deleteMany(filter: JobFilter, limit: number): Promise<number> {
-    return this.afterChange(
+  protected async deleteMany(filter: JobFilter, limit: number): Promise<number> {
+    const deleted = await this.afterChange(
       this.run('deleteMany', () => admin.deleteMany(this.context, filter, limit), {
         transaction: true,
-        retries: WRITE_RETRIES,
+        lockRetries: LOCK_RETRIES,
       }),
       filter,
     );
+    // As deleteJob: the follow-ups of deleted holders are enqueued now (any orphaned one).
+    if (deleted > 0) await this.releaseFollowups(null).catch(() => undefined);
+    return deleted;
   }
 
   // ---- history ----
 
   /** See `JobStore.configureHistory`. Until called, the store keeps no history. */
-  configureHistory(settings: HistorySettings): void {
+  protected configureHistory(settings: HistorySettings): void {
     Object.assign(this.context.historySettings, {
       keep: settings.keep,
       retentionMs: settings.retentionMs,
     });
   }
 
-  getHistory(id: string): Promise<JobHistoryRecord | null> {
+  protected getHistory(id: string): Promise<JobHistoryRecord | null> {
     return this.run('getHistory', () => history.getHistory(this.context, id), {
       transaction: false,
     });
   }
 
-  listHistory(request: ListHistoryRequest): Promise<JobHistoryRecord[]> {
+  protected amendHistory(
+    id: string,
+    resultJson: string | null,
+    durationMs: number,
+  ): Promise<boolean> {
+    return this.run(
+      'amendHistory',
+      () => history.amendHistory(this.context, id, resultJson, durationMs),
+      { transaction: false, lockRetries: LOCK_RETRIES },
+    );
+  }
+
+  protected listHistory(request: ListHistoryRequest): Promise<JobHistoryRecord[]> {
     return this.run('listHistory', () => history.listHistory(this.context, request), {
       transaction: false,
     });
   }
 
-  pruneHistory(retentionMs: number, limit: number): Promise<number | null> {
+  protected pruneHistory(retentionMs: number, limit: number): Promise<number | null> {
     return this.run('pruneHistory', () => history.pruneHistory(this.context, retentionMs, limit), {
       // PostgreSQL's lock is transaction-scoped; SQLite's transaction is the lock.
       transaction: true,
-      retries: WRITE_RETRIES,
+      lockRetries: LOCK_RETRIES,
     });
   }
 
@@ -619,7 +915,7 @@ export class SqlJobStore implements JobStore {
     return this.afterChange(
       this.run('suspend', () => admin.suspend(this.context, filter), {
         transaction: false,
-        retries: WRITE_RETRIES,
+        lockRetries: LOCK_RETRIES,
       }),
       filter,
     );
@@ -629,7 +925,7 @@ export class SqlJobStore implements JobStore {
     return this.afterChange(
       this.run('activate', () => admin.activate(this.context, filter), {
         transaction: true,
-        retries: WRITE_RETRIES,
+        lockRetries: LOCK_RETRIES,
       }),
       filter,
     );
@@ -639,7 +935,7 @@ export class SqlJobStore implements JobStore {
     return this.run('stats', () => admin.stats(this.context), { transaction: false });
   }
 
-  overdueTypes(request: {
+  protected overdueTypes(request: {
     excludeTypes: readonly string[];
     dueBefore: Date;
     limit: number;
@@ -649,13 +945,13 @@ export class SqlJobStore implements JobStore {
     });
   }
 
-  queueStats(options?: { newest?: number }): Promise<QueueStatsRow[]> {
+  protected queueStats(options?: { newest?: number }): Promise<QueueStatsRow[]> {
     return this.run('queueStats', () => admin.queueStats(this.context, options), {
       transaction: false,
     });
   }
 
-  estimateJobs(): Promise<number | null> {
+  protected estimateJobs(): Promise<number | null> {
     return this.run('estimateJobs', () => admin.estimateJobs(this.context), {
       transaction: false,
     });
@@ -666,7 +962,7 @@ export class SqlJobStore implements JobStore {
   saveSchedule(request: SaveScheduleRequest): Promise<ScheduleRecord | null> {
     return this.run('saveSchedule', () => schedules.saveSchedule(this.context, request), {
       transaction: true,
-      retries: WRITE_RETRIES,
+      lockRetries: LOCK_RETRIES,
     });
   }
 
@@ -685,7 +981,7 @@ export class SqlJobStore implements JobStore {
   deleteSchedule(name: string): Promise<boolean> {
     return this.run('deleteSchedule', () => schedules.deleteSchedule(this.context, name), {
       transaction: false,
-      retries: WRITE_RETRIES,
+      lockRetries: LOCK_RETRIES,
     });
   }
 
@@ -693,7 +989,7 @@ export class SqlJobStore implements JobStore {
     return this.run(
       'setSchedulePaused',
       () => schedules.setSchedulePaused(this.context, name, paused),
-      { transaction: true, retries: WRITE_RETRIES },
+      { transaction: true, lockRetries: LOCK_RETRIES },
     );
   }
 
@@ -706,7 +1002,7 @@ export class SqlJobStore implements JobStore {
   fireSchedule(fire: ScheduleFire): Promise<ScheduleFireResult> {
     return this.run('fireSchedule', () => schedules.fireSchedule(this.context, fire), {
       transaction: true,
-      retries: WRITE_RETRIES,
+      lockRetries: LOCK_RETRIES,
     });
   }
 }

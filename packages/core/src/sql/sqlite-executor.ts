@@ -49,7 +49,7 @@ export interface SqliteExecutorOptions {
   /** `close()` also closes the store's connection. */
   closeConnection?: boolean;
   /** The package that speaks in messages, e.g. `@jobs/sqlite`. */
-  source?: string;
+  label?: string;
   /** Prepared statements kept (default 500). */
   maxStatements?: number;
 }
@@ -63,7 +63,7 @@ const DATA_VERSION: Query = { sql: 'PRAGMA data_version', params: [] };
 export class SqliteSyncExecutor implements Executor {
   readonly counters: SqliteStoreCounters = { statements: 0, transactions: 0 };
   protected readonly runner: SqliteSyncRunner;
-  protected readonly source: string;
+  protected readonly label: string;
   /** The connection handlers' transactions run on, opened on first use. */
   private handlerDb: { db: SqliteFileConnection; runner: SqliteSyncRunner } | null = null;
   /** Handlers' transactions, one at a time; the store's own work waits while one is open. */
@@ -72,7 +72,7 @@ export class SqliteSyncExecutor implements Executor {
 
   constructor(protected readonly options: SqliteExecutorOptions) {
     this.runner = new SqliteSyncRunner(options.connection, options.maxStatements);
-    this.source = options.source ?? '@jobs/core/sql';
+    this.label = options.label ?? '@jobs/core/sql';
   }
 
   /** Synchronous inside: the work is done when the promise is returned. */
@@ -124,7 +124,7 @@ export class SqliteSyncExecutor implements Executor {
     if (!openConnection) {
       throw new ValidationError(
         'ctx.transaction',
-        `[${this.source}] ctx.transaction needs a database file the store can open a second connection to`,
+        `[${this.label}] ctx.transaction needs a database file the store can open a second connection to`,
       );
     }
     const previous = this.handlerTurn;
@@ -177,13 +177,13 @@ export class SqliteSyncExecutor implements Executor {
     if (!ok || typeof db.inTransaction !== 'boolean') {
       throw new ValidationError(
         'tx',
-        `[${this.source}] enqueue: tx must be a better-sqlite3 Database (e.g. store.db) inside db.transaction(...)`,
+        `[${this.label}] enqueue: tx must be a better-sqlite3 Database (e.g. store.db) inside db.transaction(...)`,
       );
     }
     if (db.inTransaction) return db as SqliteConnection;
     throw new ValidationError(
       'tx',
-      `[${this.source}] enqueue: the connection is not in a transaction; call enqueue synchronously inside db.transaction(() => { ... }) (no await before it)`,
+      `[${this.label}] enqueue: the connection is not in a transaction; call enqueue synchronously inside db.transaction(() => { ... }) (no await before it)`,
     );
   }
 

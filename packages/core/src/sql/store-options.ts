@@ -44,14 +44,14 @@ export interface StoreOptionRules {
 
 /**
  * Checks a store's options: an object, with only `known` keys, exactly one of the two `oneOf`
- * and positive integers where `positiveIntegers` says. `source` names the package in messages.
+ * and positive integers where `positiveIntegers` says. `label` names the package in messages.
  *
  * @example
  * checkStoreOptions(options, '@jobs/mysql', KNOWN, { oneOf: ['uri', 'pool'] });
  */
 export function checkStoreOptions(
   options: unknown,
-  source: string,
+  label: string,
   known: Iterable<string>,
   rules: StoreOptionRules | StoreOptionRules['oneOf'] = {},
 ): void {
@@ -60,16 +60,16 @@ export function checkStoreOptions(
     rules === undefined || 'length' in rules ? { oneOf: rules } : rules;
   const choice = oneOf ? `\`${oneOf[0]}\` or \`${oneOf[1]}\`` : 'options';
   if (options === null || typeof options !== 'object') {
-    throw new ValidationError('options', `[${source}] must be an object with ${choice}`);
+    throw new ValidationError('options', `[${label}] must be an object with ${choice}`);
   }
-  assertKnownOptions(options, known, source);
+  assertKnownOptions(options, known, label);
   const values = options as Record<string, unknown>;
   const given = (key: string): boolean => values[key] !== undefined;
   if (oneOf && given(oneOf[0]) === given(oneOf[1])) {
-    throw new ValidationError(oneOf[0], `[${source}] give exactly one of ${choice}`);
+    throw new ValidationError(oneOf[0], `[${label}] give exactly one of ${choice}`);
   }
   for (const key of positiveIntegers) {
     // assertPositiveInteger rejects anything but a positive safe integer, of any type.
-    if (given(key)) assertPositiveInteger(values[key] as number, key, source);
+    if (given(key)) assertPositiveInteger(values[key] as number, key, label);
   }
 }

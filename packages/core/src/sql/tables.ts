@@ -66,8 +66,8 @@ export type JobRow = Record<'type' | 'state' | 'queue', string> &
   Record<'due_at' | 'created_at', Time> &
   Nullable<'scope' | 'job_key' | 'tenant_id' | 'lock_owner' | 'lock_token', string> &
   Nullable<'last_error_message' | 'last_error_stack' | 'suspended_from' | 'schedule_name', string> &
-  Nullable<'lock_expires_at' | 'occurrence', Time> &
-  Nullable<'shard_index' | 'shard_count' | 'scope_limit', number> & {
+  Nullable<'lock_expires_at' | 'occurrence' | 'started_at', Time> &
+  Nullable<'shard_index' | 'shard_count' | 'scope_limit' | 'timeout_ms', number> & {
     id: string | number;
     payload: unknown;
     retry_policy: unknown;
@@ -75,6 +75,10 @@ export type JobRow = Record<'type' | 'state' | 'queue', string> &
     meta: unknown;
     /** The handler's latest progress (JSON), written by lease renewals. */
     progress: unknown;
+    /** The handlers' `ctx.log` lines (JSON), written by lease renewals. */
+    logs: unknown;
+    /** The handlers' durable steps (JSON), written by fenced checkpoints. */
+    steps: unknown;
     cancel_requested: boolean | number;
     exclusive: boolean | number;
     waiting?: number | null;
@@ -102,6 +106,16 @@ export type HistoryRow = Omit<JobRow, LiveOnly | LockOnly> &
     result: unknown;
     finished_at: Time;
   };
+
+/**
+ * A row of `<prefix>jobs_followups`: a change to a keyed job queued while its holder ran (the
+ * change as JSON, see `operations/followups.ts`).
+ */
+export type FollowupRow = Record<'job_key', string> & {
+  holder_id: string | number;
+  job: unknown;
+  created_at: Time;
+};
 
 /** A row of `<prefix>jobs_rate_limits`: one rate-limit key's window, times in epoch ms (bigints). */
 export type RateLimitRow = Record<'start_ms' | 'per_ms', string | number> &
@@ -140,7 +154,7 @@ const LISTINGS: Record<TableDatabase, Record<TableDescription['table'], Listing>
         lock_owner:text? lock_expires_at:timestamptz(3)? lock_token:text? retry_policy:jsonb?
         suspended_from:text? schedule_name:text? occurrence:timestamptz(3)? shard_index:integer?
         shard_count:integer? meta:jsonb? progress:jsonb? cancel_requested:boolean=false
-        scope_limit:integer?`,
+        scope_limit:integer? started_at:timestamptz(3)? timeout_ms:integer? logs:jsonb? steps:jsonb?`,
       key: 'identity',
       constraints: [
         'UNIQUE {p}jobs_key (job_key) WHERE job_key IS NOT NULL',
@@ -167,7 +181,8 @@ const LISTINGS: Record<TableDatabase, Record<TableDescription['table'], Listing>
         created_at:timestamptz(3) owner:text? retry_policy:jsonb? schedule_name:text?
         occurrence:timestamptz(3)? shard_index:integer? shard_count:integer? meta:jsonb?
         outcome:text result:jsonb? duration_ms:bigint? finished_at:timestamptz(3)
-        progress:jsonb? scope_limit:integer?`,
+        progress:jsonb? scope_limit:integer? started_at:timestamptz(3)? timeout_ms:integer?
+        logs:jsonb? steps:jsonb?`,
       constraints: [
         '{p}jobs_history_finished (finished_at, id)',
         '{p}jobs_history_type (type, finished_at)',
@@ -177,6 +192,19 @@ const LISTINGS: Record<TableDatabase, Record<TableDescription['table'], Listing>
     },
     rate_limits: {
       columns: 'rate_key:text start_ms:bigint per_ms:bigint used:integer blocked_until_ms:bigint?',
+    },
+    followups: {
+      columns: 'job_key:text holder_id:bigint job:jsonb created_at:timestamptz(3)=now()',
+      constraints: ['{p}jobs_followups_holder (holder_id)'],
+    },
+    signals: {
+      columns:
+        'id:bigint name:text signal_key:text payload:text? waiter_id:bigint? created_at:timestamptz(3)=now()',
+      key: 'identity',
+      constraints: [
+        '{p}jobs_signals_key (name, signal_key, id)',
+        '{p}jobs_signals_waiter (waiter_id)',
+      ],
     },
   },
   mysql: {
@@ -188,7 +216,8 @@ const LISTINGS: Record<TableDatabase, Record<TableDescription['table'], Listing>
         lock_expires_at:datetime(3)? lock_token:char(36)? retry_policy:text?
         suspended_from:varchar(16)? schedule_name:varchar(255)? occurrence:datetime(3)?
         shard_index:int? shard_count:int? waiting:tinyint? neg_priority:int? meta:longtext?
-        progress:longtext? cancel_requested:tinyint=0 scope_limit:int?`,
+        progress:longtext? cancel_requested:tinyint=0 scope_limit:int? started_at:datetime(3)?
+        timeout_ms:int? logs:longtext? steps:longtext?`,
       key: 'increment',
       unsignedKey: true,
       constraints: [
@@ -214,7 +243,8 @@ const LISTINGS: Record<TableDatabase, Record<TableDescription['table'], Listing>
         last_error_stack:mediumtext? created_at:datetime(3) owner:varchar(255)? retry_policy:text?
         schedule_name:varchar(255)? occurrence:datetime(3)? shard_index:int? shard_count:int?
         meta:longtext? outcome:varchar(16) result:longtext? duration_ms:bigint?
-        finished_at:datetime(3) progress:longtext? scope_limit:int?`,
+        finished_at:datetime(3) progress:longtext? scope_limit:int? started_at:datetime(3)?
+        timeout_ms:int? logs:longtext? steps:longtext?`,
       unsignedKey: true,
       constraints: [
         'ix_jobs_history_finished (finished_at, id)',
@@ -226,6 +256,20 @@ const LISTINGS: Record<TableDatabase, Record<TableDescription['table'], Listing>
       columns:
         'rate_key:varchar(255) start_ms:bigint per_ms:bigint used:int blocked_until_ms:bigint?',
     },
+    followups: {
+      columns: 'job_key:varchar(255) holder_id:bigint job:longtext created_at:datetime(3)',
+      constraints: ['ix_jobs_followups_holder (holder_id)'],
+    },
+    signals: {
+      columns:
+        'id:bigint name:varchar(255) signal_key:varchar(255) payload:longtext? waiter_id:bigint? created_at:datetime(3)',
+      key: 'increment',
+      unsignedKey: true,
+      constraints: [
+        'ix_jobs_signals_key (name, signal_key, id)',
+        'ix_jobs_signals_waiter (waiter_id)',
+      ],
+    },
   },
   sqlite: {
     // SQLite reports a PRIMARY KEY without NOT NULL as nullable (it allows one NULL there).
@@ -236,7 +280,8 @@ const LISTINGS: Record<TableDatabase, Record<TableDescription['table'], Listing>
         created_at:integer lock_owner:text? lock_expires_at:integer? lock_token:text?
         retry_policy:text? suspended_from:text? schedule_name:text? occurrence:integer?
         shard_index:integer? shard_count:integer? meta:text? progress:text?
-        cancel_requested:integer=0 scope_limit:integer?`,
+        cancel_requested:integer=0 scope_limit:integer? started_at:integer? timeout_ms:integer?
+        logs:text? steps:text?`,
       key: 'increment',
       constraints: [
         "{p}jobs_acquire_idx (priority, due_at, id) WHERE state IN ('timer', 'async')",
@@ -260,7 +305,8 @@ const LISTINGS: Record<TableDatabase, Record<TableDescription['table'], Listing>
         tenant_id:text? queue:text last_error_message:text? last_error_stack:text?
         created_at:integer owner:text? retry_policy:text? schedule_name:text? occurrence:integer?
         shard_index:integer? shard_count:integer? meta:text? outcome:text result:text?
-        duration_ms:integer? finished_at:integer progress:text? scope_limit:integer?`,
+        duration_ms:integer? finished_at:integer progress:text? scope_limit:integer?
+        started_at:integer? timeout_ms:integer? logs:text? steps:text?`,
       constraints: [
         '{p}jobs_history_finished_idx (finished_at, id)',
         '{p}jobs_history_type_idx (type, finished_at)',
@@ -270,6 +316,19 @@ const LISTINGS: Record<TableDatabase, Record<TableDescription['table'], Listing>
     rate_limits: {
       columns:
         'rate_key:text? start_ms:integer per_ms:integer used:integer blocked_until_ms:integer?',
+    },
+    followups: {
+      columns: 'job_key:text? holder_id:integer job:text created_at:integer',
+      constraints: ['{p}jobs_followups_holder_idx (holder_id)'],
+    },
+    signals: {
+      columns:
+        'id:integer? name:text signal_key:text payload:text? waiter_id:integer? created_at:integer',
+      key: 'increment',
+      constraints: [
+        '{p}jobs_signals_key_idx (name, signal_key, id)',
+        '{p}jobs_signals_waiter_idx (waiter_id)',
+      ],
     },
   },
 };
@@ -285,8 +344,8 @@ function column(spec: string): ColumnDescription {
 }
 
 /**
- * The store's tables on `database` with table prefix `prefix`: jobs, schedules, history and
- * rate limits (the version table is the migration loader's, see `Dialect.versionTable`).
+ * The store's tables on `database` with table prefix `prefix`: jobs, schedules, history, rate
+ * limits and key follow-ups (the version table is the migration loader's, see `Dialect.versionTable`).
  *
  * @example
  * const [jobs] = describeTables('postgres', 'app_');

@@ -1,16 +1,17 @@
 /**
  * Job detail: payload as pretty JSON, a timeline, attempts, the last error with its stack,
- * progress and lease; actions retry, delete, cancel, suspend/activate (with confirmation).
+ * progress and lease, its log and its durable steps (`ctx.step`); actions retry, delete, cancel, suspend/activate (with confirmation).
  */
-import { isWaitingState, type JobHistoryRecord } from '@jobs/core';
-import { actionForm, type Ctx, href } from '../context.js';
+import { isWaitingState, type Job, type JobHistoryRecord } from '@jobs/core';
+import { actionForm, href, type PageRequest } from '../context.js';
 import { clip, prettyJson, timeCell, utc } from '../format.js';
 import { html, type SafeHtml } from '../html.js';
 import { badge, page } from '../layout.js';
-import { cancelOf, type ShownJob } from '../reads.js';
+import { findJob } from '../reads.js';
 import { duration, scopeLimitOf, scopeLimitText } from '../text.js';
 
-type Found = ShownJob | (JobHistoryRecord & { progress?: unknown; cancelRequested?: boolean });
+/** The live job, or its history record once it finished. */
+type Found = Job | JobHistoryRecord;
 
 interface Step {
   at: Date | null;
@@ -18,61 +19,77 @@ interface Step {
   kind?: 'ok' | 'bad';
 }
 
+/** What a live job is doing now: the last step of its timeline. */
+function nowText(job: Job, now: number): SafeHtml | string {
+  const lease = html`lease until ${timeCell(job.lockExpiresAt, now)}`;
+  switch (job.state) {
+    case 'running': {
+      if (job.startedAt === null) {
+        return html`acquired for attempt ${job.attempts}, not started yet (prefetched by its owner; ${lease})`;
+      }
+      // `undefined`: a store without start marks.
+      const since = job.startedAt ? html` since ${timeCell(job.startedAt, now)}` : '';
+      return html`running attempt ${job.attempts}${since} (${lease})`;
+    }
+    case 'deadletter':
+      return 'moved to the dead-letter area';
+    case 'suspended':
+      return html`suspended (returns to ${job.suspendedFrom ?? 'async'} on activate)`;
+    case 'blocked': {
+      const limit = scopeLimitText(job) ?? 'limited';
+      return html`due, blocked: its scope is full (${limit}); starts when a slot frees`;
+    }
+    default:
+      return job.dueAt.getTime() > now
+        ? 'waiting for its due time'
+        : 'due, waiting for an executor';
+  }
+}
+
 function timeline(job: Found, now: number): SafeHtml {
   const steps: Step[] = [{ at: job.createdAt, text: 'created' }];
-  if (job.occurrence)
-    steps.push({
-      at: job.occurrence,
-      text: html`occurrence of schedule <span class="mono">${job.schedule ?? ''}</span>`,
-    });
+  if (job.occurrence) {
+    const schedule = html`<span class="mono">${job.schedule ?? ''}</span>`;
+    steps.push({ at: job.occurrence, text: html`occurrence of schedule ${schedule}` });
+  }
+  const failed = (prefix: string): Step | null =>
+    job.lastError
+      ? {
+          at: null,
+          text: html`${prefix}: <span class="err">${job.lastError.message}</span>`,
+          kind: 'bad',
+        }
+      : null;
   if (job.state === 'finished') {
     if (job.durationMs !== null) {
-      steps.push({
-        at: new Date(job.finishedAt.getTime() - job.durationMs),
-        text: `attempt ${job.attempts} started`,
-      });
+      const started = new Date(job.finishedAt.getTime() - job.durationMs);
+      steps.push({ at: started, text: `attempt ${job.attempts} started` });
     }
-    if (job.lastError)
-      steps.push({
-        at: null,
-        text: html`failed: <span class="err">${job.lastError.message}</span>`,
-        kind: 'bad',
-      });
+    const failure = failed('failed');
+    if (failure) steps.push(failure);
+    const after = job.durationMs === null ? '' : ` after ${duration(job.durationMs)}`;
     steps.push({
       at: job.finishedAt,
-      text: html`finished: ${badge(job.outcome)}${job.durationMs === null ? '' : ` after ${duration(job.durationMs)}`}`,
+      text: html`finished: ${badge(job.outcome)}${after}`,
       kind: job.outcome === 'completed' ? 'ok' : 'bad',
     });
   } else {
-    if (job.attempts > 0 && job.lastError) {
-      steps.push({
-        at: null,
-        text: html`attempt ${job.attempts} failed: <span class="err">${job.lastError.message}</span>`,
-        kind: 'bad',
-      });
-    }
-    const dueText =
-      job.state === 'running'
-        ? html`running attempt ${job.attempts} (lease until ${timeCell(job.lockExpiresAt, now)})`
-        : job.state === 'deadletter'
-          ? 'moved to the dead-letter area'
-          : job.state === 'suspended'
-            ? html`suspended (returns to ${job.suspendedFrom ?? 'async'} on activate)`
-            : job.state === 'blocked'
-              ? html`due, blocked: its scope is full (${scopeLimitText(job) ?? 'limited'}); starts when a slot frees`
-              : job.dueAt.getTime() > now
-                ? 'waiting for its due time'
-                : 'due, waiting for an executor';
+    const failure = job.attempts > 0 ? failed(`attempt ${job.attempts} failed`) : null;
+    if (failure) steps.push(failure);
     steps.push({
       at: isWaitingState(job.state) ? job.dueAt : null,
-      text: dueText,
+      text: nowText(job, now),
       kind: job.state === 'deadletter' ? 'bad' : undefined,
     });
   }
-  return html`<ol class="timeline">${steps.map(
-    (s) =>
-      html`<li class="${s.kind ?? ''}"><div>${s.text}</div>${s.at ? html`<div class="muted small">${timeCell(s.at, now)} · ${utc(s.at)}</div>` : ''}</li>`,
-  )}</ol>`;
+  return html`<ol class="timeline">${steps.map((step) => stepItem(step, now))}</ol>`;
+}
+
+function stepItem(step: Step, now: number): SafeHtml {
+  const at = step.at
+    ? html`<div class="muted small">${timeCell(step.at, now)} · ${utc(step.at)}</div>`
+    : '';
+  return html`<li class="${step.kind ?? ''}"><div>${step.text}</div>${at}</li>`;
 }
 
 function progressCell(progress: unknown): SafeHtml {
@@ -100,47 +117,161 @@ function scopeNote(job: Found): SafeHtml | string {
   return html` <span class="scope-limit" title="${means}">(${scopeLimitText(job)})</span>`;
 }
 
-function actions(ctx: Ctx, job: ShownJob): SafeHtml {
-  if (!ctx.canAct)
-    return html`<p class="muted small">Read-only: actions need <code>authorize</code> (CLI: <code>--allow-actions</code>).</p>`;
+/** Retry, for a dead-letter job. */
+function retryForm(ctx: PageRequest, job: Job, path: string): SafeHtml | string {
+  if (job.state !== 'deadletter') return '';
+  const confirm = `Retry job ${job.id} now?`;
+  return actionForm(ctx, `${path}/retry`, 'Retry now', { kind: 'primary', confirm });
+}
+
+/** Cancel, when the store can and nobody asked yet. */
+function cancelForm(ctx: PageRequest, job: Job, path: string): SafeHtml | string {
+  if (!ctx.admin.canCancel || job.cancelRequested) return '';
+  const confirm = `Cancel job ${job.id}? It will not be retried.`;
+  return actionForm(ctx, `${path}/cancel`, 'Cancel', { kind: 'danger', confirm });
+}
+
+/** Suspend a waiting job, activate a suspended one: with its scope, else its type. */
+function suspendForm(ctx: PageRequest, job: Job, path: string): SafeHtml | string {
+  const [by, value] = job.scope !== null ? ['scope', job.scope] : ['type', job.type];
+  const name = `${by} ${clip(value, 40)}`;
+  if (isWaitingState(job.state)) {
+    const confirm = `Suspend every waiting job of ${by} "${value}"?`;
+    return actionForm(ctx, `${path}/suspend`, `Suspend ${name}`, { confirm });
+  }
+  if (job.state !== 'suspended') return '';
+  const confirm = `Activate every suspended job of ${by} "${value}"?`;
+  return actionForm(ctx, `${path}/activate`, `Activate ${name}`, { confirm });
+}
+
+/**
+ * Delete. A running job is not deleted under its worker: the store is asked to cancel it, and it
+ * is removed when its worker stops it — which the confirmation says. Without cancellation a
+ * running job has no Delete button (the action would be refused).
+ */
+function deleteForm(ctx: PageRequest, job: Job, path: string): SafeHtml | string {
+  if (job.state !== 'running') {
+    const confirm = `Delete job ${job.id}? This cannot be undone.`;
+    return actionForm(ctx, `${path}/delete`, 'Delete', { kind: 'danger', confirm });
+  }
+  if (!ctx.admin.canCancel) return '';
+  const confirm =
+    `Job ${job.id} is running. Delete it? Its worker is told to stop it, and it is removed ` +
+    'when the worker lets go. This cannot be undone.';
+  return actionForm(ctx, `${path}/delete`, 'Delete', { kind: 'danger', confirm });
+}
+
+function actions(ctx: PageRequest, job: Job): SafeHtml {
+  if (!ctx.canAct) {
+    const cli = html`(CLI: <code>--allow-actions</code>)`;
+    return html`<p class="muted small">Read-only: actions need <code>authorize</code> ${cli}.</p>`;
+  }
   const path = `/jobs/${encodeURIComponent(job.id)}`;
-  const target =
-    job.scope !== null ? { by: 'scope', value: job.scope } : { by: 'type', value: job.type };
-  const cancel = cancelOf(ctx.store);
   return html`<div class="actions">
-${job.state === 'deadletter' ? actionForm(ctx, `${path}/retry`, 'Retry now', { kind: 'primary', confirm: `Retry job ${job.id} now?` }) : ''}
-${cancel && !job.cancelRequested ? actionForm(ctx, `${path}/cancel`, 'Cancel', { kind: 'danger', confirm: `Cancel job ${job.id}? It will not be retried.` }) : ''}
-${isWaitingState(job.state) ? actionForm(ctx, `${path}/suspend`, `Suspend ${target.by} ${clip(target.value, 40)}`, { confirm: `Suspend every waiting job of ${target.by} "${target.value}"?` }) : ''}
-${job.state === 'suspended' ? actionForm(ctx, `${path}/activate`, `Activate ${target.by} ${clip(target.value, 40)}`, { confirm: `Activate every suspended job of ${target.by} "${target.value}"?` }) : ''}
-${actionForm(ctx, `${path}/delete`, 'Delete', { kind: 'danger', confirm: `Delete job ${job.id}? This cannot be undone.` })}
+${retryForm(ctx, job, path)}
+${cancelForm(ctx, job, path)}
+${suspendForm(ctx, job, path)}
+${deleteForm(ctx, job, path)}
 </div>`;
 }
 
-export async function jobPage(ctx: Ctx, id: string): Promise<SafeHtml | null> {
-  const live = (await ctx.store.getJob(id)) as ShownJob | null;
-  const job: Found | null = live ?? (await ctx.store.getHistory?.(id)) ?? null;
+/** One row of the details list; an absent value shows a dash. */
+function kv(label: string, value: SafeHtml | string | number | null): SafeHtml {
+  const shown = value === null || value === '' ? html`<span class="muted">—</span>` : value;
+  return html`<dt>${label}</dt><dd>${shown}</dd>\n`;
+}
+
+/** The details card's rows: always the first ones, the others when they apply. */
+function details(ctx: PageRequest, job: Found): SafeHtml[] {
+  const at = (time: Date): SafeHtml =>
+    html`${timeCell(time, ctx.now)} <span class="muted small">${utc(time)}</span>`;
+  const mono = (text: string | null): SafeHtml | null =>
+    text === null ? null : html`<span class="mono">${text}</span>`;
+  const rows = [
+    kv('Type', html`<a href="${href(ctx, '/jobs', { type: job.type })}">${job.type}</a>`),
+    kv('Queue', job.queue),
+    kv('Priority', job.priority),
+    kv('Scope', job.scope === null ? null : html`${mono(job.scope)}${scopeNote(job)}`),
+    kv('Key', mono(job.key)),
+    kv('Tenant', job.tenantId),
+    kv('Attempts', job.attempts),
+    kv('Retries left', job.retriesLeft),
+    kv('Due', at(job.dueAt)),
+    kv('Created', at(job.createdAt)),
+    kv('Lease owner', mono(job.lockOwner)),
+    kv('Lease expires', job.lockExpiresAt ? timeCell(job.lockExpiresAt, ctx.now) : null),
+  ];
+  if (job.timeoutMs) rows.push(kv('Time limit', duration(job.timeoutMs)));
+  if (job.state === 'running' && job.startedAt !== undefined) {
+    const prefetched = html`<span class="muted">not yet: acquired, waiting in its owner's prefetch</span>`;
+    rows.push(kv('Started', job.startedAt ? timeCell(job.startedAt, ctx.now) : prefetched));
+  }
+  if (job.state === 'finished' && job.startedAt) {
+    rows.push(kv('Last run started', timeCell(job.startedAt, ctx.now)));
+  }
+  if (job.progress !== undefined && job.progress !== null) {
+    rows.push(kv('Progress', progressCell(job.progress)));
+  }
+  if (job.schedule) {
+    const shard = job.shard ? ` shard ${job.shard.index + 1}/${job.shard.count}` : '';
+    rows.push(kv('Schedule', html`${mono(job.schedule)}${shard}`));
+  }
+  if (job.state === 'finished') {
+    rows.push(kv('Duration', job.durationMs === null ? null : duration(job.durationMs)));
+  }
+  return rows;
+}
+
+function card(title: SafeHtml | string, body: SafeHtml): SafeHtml {
+  return html`<div class="card"><h2>${title}</h2>${body}</div>\n`;
+}
+
+/** Payload, and the result, log, steps, last error and meta when there are any: a card each. */
+function contentCards(job: Found): SafeHtml[] {
+  const cards = [card('Payload', html`<pre class="payload">${prettyJson(job.payload)}</pre>`)];
+  if (job.state === 'finished' && job.result !== null && job.result !== undefined) {
+    cards.push(card('Result', html`<pre>${prettyJson(job.result)}</pre>`));
+  }
+  if (job.logs && job.logs.length > 0) {
+    const n = job.logs.length;
+    const lines = job.logs.map((line) => `${line.at.toISOString()}  ${line.message}`).join('\n');
+    const title = html`Log <span class="muted small">${n} line${n === 1 ? '' : 's'}</span>`;
+    cards.push(card(title, html`<pre class="log">${lines}</pre>`));
+  }
+  if (job.steps && job.steps.length > 0) {
+    const n = job.steps.length;
+    const rows = job.steps.map(
+      (step) =>
+        html`<tr><td class="mono">${step.name}</td><td>${utc(step.at)}</td><td>${duration(step.durationMs)}</td><td><code>${clip(JSON.stringify(step.result) ?? 'null', 200)}</code></td></tr>`,
+    );
+    const title = html`Steps <span class="muted small">${n} done</span>`;
+    cards.push(
+      card(
+        title,
+        html`<table><thead><tr><th>Name</th><th>Finished</th><th>Took</th><th>Result</th></tr></thead><tbody>${rows}</tbody></table>`,
+      ),
+    );
+  }
+  if (job.lastError) {
+    const { message, stack } = job.lastError;
+    const trace = stack ? html`<pre>${stack}</pre>` : '';
+    cards.push(card('Last error', html`<p class="err">${message}</p>${trace}`));
+  }
+  if (job.meta) cards.push(card('Meta', html`<pre>${prettyJson(job.meta)}</pre>`));
+  return cards;
+}
+
+export async function jobPage(ctx: PageRequest, id: string): Promise<SafeHtml | null> {
+  const job: Found | null = await findJob(ctx.admin, id);
   if (!job) return null;
+  const live = job.state === 'finished' ? null : job;
   const state = job.state === 'finished' ? badge(job.outcome) : badge(job.state);
-  const kv = (label: string, value: SafeHtml | string | number | null): SafeHtml =>
-    html`<dt>${label}</dt><dd>${value === null || value === '' ? html`<span class="muted">—</span>` : value}</dd>`;
-  const body = html`<h1>Job <span class="mono">${job.id}</span> ${state}${job.cancelRequested ? html` ${badge('bad', 'cancel requested')}` : ''}</h1>
-${live ? actions(ctx, live) : html`<p class="muted">Finished: this is its history record.</p>`}
+  const flag = job.cancelRequested ? html` ${badge('bad', 'cancel requested')}` : '';
+  const finished = html`<p class="muted">Finished: this is its history record.</p>`;
+  const body = html`<h1>Job <span class="mono">${job.id}</span> ${state}${flag}</h1>
+${live ? actions(ctx, live) : finished}
 <div class="grid cols-2"><div class="card"><h2>Details</h2><dl class="kv">
-${kv('Type', html`<a href="${href(ctx, '/jobs', { type: job.type })}">${job.type}</a>`)}
-${kv('Queue', job.queue)}${kv('Priority', job.priority)}${kv('Scope', job.scope === null ? null : html`<span class="mono">${job.scope}</span>${scopeNote(job)}`)}
-${kv('Key', job.key === null ? null : html`<span class="mono">${job.key}</span>`)}${kv('Tenant', job.tenantId)}
-${kv('Attempts', job.attempts)}${kv('Retries left', job.retriesLeft)}
-${kv('Due', html`${timeCell(job.dueAt, ctx.now)} <span class="muted small">${utc(job.dueAt)}</span>`)}
-${kv('Created', html`${timeCell(job.createdAt, ctx.now)} <span class="muted small">${utc(job.createdAt)}</span>`)}
-${kv('Lease owner', job.lockOwner === null ? null : html`<span class="mono">${job.lockOwner}</span>`)}
-${kv('Lease expires', job.lockExpiresAt ? timeCell(job.lockExpiresAt, ctx.now) : null)}
-${job.progress !== undefined && job.progress !== null ? kv('Progress', progressCell(job.progress)) : ''}
-${job.schedule ? kv('Schedule', html`<span class="mono">${job.schedule}</span>${job.shard ? ` shard ${job.shard.index + 1}/${job.shard.count}` : ''}`) : ''}
-${job.state === 'finished' ? kv('Duration', job.durationMs === null ? null : duration(job.durationMs)) : ''}
-</dl></div><div class="card"><h2>Timeline</h2>${timeline(job, ctx.now)}</div></div>
-<div class="card"><h2>Payload</h2><pre class="payload">${prettyJson(job.payload)}</pre></div>
-${job.state === 'finished' && job.result !== null && job.result !== undefined ? html`<div class="card"><h2>Result</h2><pre>${prettyJson(job.result)}</pre></div>` : ''}
-${job.lastError ? html`<div class="card"><h2>Last error</h2><p class="err">${job.lastError.message}</p>${job.lastError.stack ? html`<pre>${job.lastError.stack}</pre>` : ''}</div>` : ''}
-${job.meta ? html`<div class="card"><h2>Meta</h2><pre>${prettyJson(job.meta)}</pre></div>` : ''}`;
+${details(ctx, job)}</dl></div><div class="card"><h2>Timeline</h2>${timeline(job, ctx.now)}</div></div>
+${contentCards(job)}`;
   return page(ctx, `Job ${job.id}`, body);
 }

@@ -5,7 +5,7 @@
  *   UTC text and read back as text, so no session time zone or driver option shifts them;
  * - acquisition is one READ COMMITTED transaction: `SELECT … FOR UPDATE SKIP LOCKED` walking the
  *   all-ascending index `ix_jobs_acquire`, then one `UPDATE`; the jobs are built from the locked
- *   rows (there is no `UPDATE … RETURNING`). Exclusive scopes: see `confirmExclusive`;
+ *   rows (there is no `UPDATE … RETURNING`). Exclusive scopes: see `confirmLimited`;
  * - completion is one `DELETE … RETURNING` where the server has it (MariaDB; the dialect learns
  *   the server from `useServer`, or asks on its first acquisition), else the shared
  *   lock-then-delete in a transaction (MySQL); failures are one fenced `UPDATE` per job;
@@ -15,29 +15,42 @@
  *   keys: a plain read finds held keys, and an INSERT's duplicate key those committed since
  *   (see `insertKeyed`).
  */
+import { createHash } from 'node:crypto';
 import { StoreError } from '../../errors.js';
-import type { AcquireRequest, EnqueueResult, JobFailure, JobRef, NewJob } from '../../store.js';
+import type {
+  AcquireRequest,
+  EnqueueResult,
+  JobCompletion,
+  JobFailure,
+  JobRef,
+  NewJob,
+} from '../../store.js';
 import {
+  acquisitionOrderBy,
   type Dialect,
   JOB_COLUMN_NAMES,
   marks,
+  type OpSpec,
   pairMarks,
   SCHEDULE_COLUMN_NAMES,
+  type SqlEnv,
   selectList,
   type TableName,
   tableBaseName,
 } from '../dialect.js';
 import type { Operation, Query } from '../executor.js';
+import { durationOf, historyInsert } from '../history-rows.js';
 import { mysqlLockRetries } from '../lock-retries.js';
-import { loadMigrations, type Migration } from '../migrate.js';
-import init from '../migrations/mysql/0001_init.sql';
-import oneSchema from '../migrations/mysql/0002_one_schema.sql';
-import acquireIndexes from '../migrations/mysql/0003_acquire_indexes.sql';
-import history from '../migrations/mysql/0004_history.sql';
-import jobMeta from '../migrations/mysql/0005_job_meta.sql';
-import cancelProgress from '../migrations/mysql/0006_cancel_progress.sql';
-import flowLimits from '../migrations/mysql/0007_flow_limits.sql';
-import blockedSet from '../migrations/mysql/0008_blocked_set.sql';
+import { loadMigrations } from '../migrate.js';
+import type { Migration } from '../migration.js';
+import { MIGRATION_FILES } from '../migrations/index.js';
+import { insertKeyed } from '../portable/keyed-insert.js';
+import {
+  completeLockThenDelete,
+  recoverLockThenUpdate,
+  releaseLockThenUpdate,
+  renewTwoStep,
+} from '../portable/lock-then-write.js';
 import {
   INSERT_JOB_COLUMNS,
   newJobValues,
@@ -154,7 +167,14 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
   const pruneLock = `CONCAT('jobs_prune_', SHA1(CONCAT(${namespace}, '.', ?)))`;
   const scopeLockParams = (scope: string): unknown[] => [database, `.${tablePrefix}\u0000${scope}`];
   const headIsFree = scopeHeadIsFree(
-    { now: NOW, TRUE: '1', quote, negPriority: true, scopeIndexHint: SCOPE_INDEX },
+    {
+      now: NOW,
+      TRUE: '1',
+      quote,
+      negPriority: true,
+      scopeIndexHint: SCOPE_INDEX,
+      acquisitionOrder: acquisitionOrderBy(true),
+    },
     'j',
     jobs,
   );
@@ -216,7 +236,7 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
    * for the next round), after a fresh read of the rule. The lock is released after COMMIT (see
    * `acquire`), so any acquirer that gets it next sees this one's rows running.
    */
-  function* confirmExclusive(rows: SqlRow[]): Operation<{ kept: SqlRow[]; held: string[] }> {
+  function* confirmLimited(rows: SqlRow[]): Operation<{ kept: SqlRow[]; held: string[] }> {
     const scoped = new Map<string, SqlRow[]>();
     for (const row of rows) {
       if (!readBool(row.exclusive) || row.scope === null) continue;
@@ -268,7 +288,7 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
         step = BigInt(Math.max(1, Number(row?.step ?? 1)));
       }
       if (header.insertId === null) {
-        throw new StoreError('[@jobs/core/sql] enqueue: the driver reported no insertId');
+        throw new Error('the driver reported no insertId');
       }
       const first = BigInt(header.insertId);
       chunk.forEach((index, i) => {
@@ -282,6 +302,195 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
     return stored;
   }
 
+  // ---- the hot path: the statements `ops` runs ----
+  const own = {
+    // ---- the hot path ----
+    *acquire(request: AcquireRequest, token: string): Operation<SqlRow[]> {
+      yield* knowServer();
+      const where = candidateWhere(d, request);
+      const rows = (yield {
+        // FORCE INDEX: the walk in acquisition order must not depend on InnoDB's sampled
+        // statistics (a filesort of every waiting row is the alternative they may suggest).
+        sql: `SELECT ${jobColumns('j')}, ${asText(NOW)} AS db_now
+          FROM ${jobs} j FORCE INDEX (ix_jobs_acquire)
+          WHERE j.waiting = 1 AND ${where.sql}
+          ORDER BY ${d.acquisitionOrder('j')} LIMIT ? FOR UPDATE SKIP LOCKED`,
+        params: [...where.params, request.limit],
+      }).rows;
+      if (rows.length === 0) return [];
+      const { kept, held } = yield* confirmLimited(rows);
+      try {
+        if (kept.length === 0) return [];
+        const dbNow = readTime(rows[0]?.db_now);
+        const lockExpiresAt = encode.time(new Date(dbNow.getTime() + request.leaseMs));
+        // Recorded as started: the first `start` (in acquisition order, as `kept` is), and up to
+        // `startAhead` more with retries left (see `AcquireRequest.start`).
+        const start = request.start ?? kept.length;
+        const ahead = start + (request.startAhead ?? 0);
+        const starts = kept.map(
+          (row, i) => i < start || (i < ahead && Number(row.retries_left) > 0),
+        );
+        const startedIds = kept.filter((_, i) => starts[i]).map((row) => row.id);
+        const startedAt = encode.time(dbNow);
+        const startedSet =
+          startedIds.length === kept.length
+            ? { sql: '?', params: [startedAt] }
+            : startedIds.length === 0
+              ? { sql: 'NULL', params: [] }
+              : {
+                  sql: `IF(id IN (${marks(startedIds.length)}), ?, NULL)`,
+                  params: [...startedIds, startedAt],
+                };
+        yield {
+          sql: `UPDATE ${jobs} SET state = 'running', lock_owner = ?, lock_expires_at = ?,
+              lock_token = ?, attempts = attempts + 1, started_at = ${startedSet.sql}
+            WHERE id IN (${marks(kept.length)})`,
+          params: [
+            request.owner,
+            lockExpiresAt,
+            token,
+            ...startedSet.params,
+            ...kept.map((row) => row.id),
+          ],
+        };
+        // The scope locks go only after COMMIT: this transaction ends here (see the Dialect's
+        // `acquire`), and the executor's own COMMIT then finds nothing to do.
+        if (held.length > 0) yield { sql: 'COMMIT', params: [] };
+        return kept.map(({ db_now: _, ...row }, i) => ({
+          ...row,
+          state: 'running',
+          lock_owner: request.owner,
+          lock_expires_at: lockExpiresAt,
+          lock_token: token,
+          attempts: Number(row.attempts) + 1,
+          started_at: starts[i] ? startedAt : null,
+        }));
+      } finally {
+        if (held.length > 0) {
+          yield {
+            sql: `SELECT ${held.map(() => `RELEASE_LOCK(${scopeLock})`).join(', ')}`,
+            params: held.flatMap(scopeLockParams),
+          };
+        }
+      }
+    },
+    *failHeld(failures: readonly JobFailure[]): Operation<string[]> {
+      // One fenced UPDATE per job, which says exactly whether it was held; rows in primary-key
+      // order, as every multi-row statement takes them, so a concurrent renewal cannot deadlock.
+      const changed: string[] = [];
+      for (const failure of [...failures].sort(byId)) {
+        const result = yield {
+          sql: `UPDATE ${jobs}
+            SET state = ?, due_at = IF(?, due_at, UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND),
+              retries_left = IF(?, retries_left, retries_left - 1),
+              lock_owner = NULL, lock_expires_at = NULL, lock_token = NULL,
+              last_error_message = ?, last_error_stack = ?
+            WHERE id = ? AND lock_token = ? AND state = 'running' AND cancel_requested = FALSE`,
+          params: [
+            failure.deadletter ? 'deadletter' : 'timer',
+            failure.deadletter ? 1 : 0,
+            Math.max(0, Math.round(failure.retryDelayMs)) * 1000,
+            failure.deadletter ? 1 : 0,
+            failure.error.message,
+            failure.error.stack ?? null,
+            failure.id,
+            failure.token,
+          ],
+        };
+        if (result.affected > 0) changed.push(failure.id);
+      }
+      return changed;
+    },
+    // One keyed job alone is one INSERT (or a duplicate and a read): atomic on its own.
+    enqueueNeedsTransaction: (batch: readonly NewJob[]): boolean =>
+      (batch.length > 1 && batch.some((job) => job.key !== null)) ||
+      chunksOf(
+        batch.map((job) => {
+          const row: SqlValue[] = [];
+          row[PAYLOAD_AT] = encode.json(job.payload);
+          row[META_AT] = job.meta ? JSON.stringify(job.meta) : null;
+          return row;
+        }),
+        batch.map((_, i) => i),
+      ).length > 1,
+    *enqueueJobs(newJobs: readonly NewJob[], notify: Query | null): Operation<EnqueueResult[]> {
+      const now = readTime(
+        (yield { sql: `SELECT ${asText(NOW)} AS now`, params: [] }).rows[0]?.now,
+      );
+      const values = newJobs.map((job) => newJobValues(job, now, encode));
+      const keyOf = (index: number): string | null => newJobs[index]?.key ?? null;
+      const firstOfKey = new Map<string, number>();
+      newJobs.forEach((job, index) => {
+        if (job.key !== null && !firstOfKey.has(job.key)) firstOfKey.set(job.key, index);
+      });
+      // Keys already held as this transaction sees them (a plain read: no locks), confirmed by
+      // a locking read of those rows by primary key: record locks only, where a locking read
+      // by `job_key` (a secondary index) would also lock the gap below each key in a
+      // REPEATABLE READ transaction. Other keys go straight to the INSERT (see `insertOneKeyed`).
+      const holders = new Map<string, SqlRow>();
+      const keys = [...firstOfKey.keys()];
+      const seen =
+        keys.length === 0
+          ? []
+          : (yield {
+              sql: `SELECT id FROM ${jobs} WHERE job_key IN (${marks(keys.length)})`,
+              params: keys,
+            }).rows.map((row) => row.id);
+      if (seen.length > 0) {
+        const found = yield {
+          sql: `SELECT ${jobColumns()} FROM ${jobs} WHERE id IN (${marks(seen.length)}) LOCK IN SHARE MODE`,
+          params: seen,
+        };
+        for (const row of found.rows) holders.set(String(row.job_key), row);
+      }
+      const toInsert = newJobs
+        .map((_, index) => index)
+        .filter((index) => {
+          const key = keyOf(index);
+          return key === null || (!holders.has(key) && firstOfKey.get(key) === index);
+        });
+      const inserted = new Map<number, SqlRow>();
+      for (const chunk of chunksOf(values, toInsert)) {
+        try {
+          for (const [index, row] of yield* insertRows(values, chunk)) inserted.set(index, row);
+        } catch (error) {
+          // A held key undid this INSERT alone (not the transaction): its rows go in again, the
+          // keyed ones one at a time, in input order (ids keep following it).
+          if (!isDuplicateKey(error) || !chunk.some((index) => keyOf(index) !== null)) throw error;
+          let run: number[] = [];
+          const flush = function* (): Operation<void> {
+            if (run.length > 0) {
+              for (const [i, row] of yield* insertRows(values, run)) inserted.set(i, row);
+            }
+            run = [];
+          };
+          for (const index of chunk) {
+            const key = keyOf(index);
+            if (key === null) {
+              run.push(index);
+              continue;
+            }
+            yield* flush();
+            const { created, row } = yield* insertOneKeyed(values, index, key);
+            if (created) inserted.set(index, row);
+            else holders.set(key, row);
+          }
+          yield* flush();
+        }
+      }
+      if (notify && inserted.size > 0) yield notify;
+      return newJobs.map((job, index) => {
+        const mine = inserted.get(index);
+        if (mine) return { job: rowToJob(mine), created: true };
+        const key = job.key as string;
+        const holder = holders.get(key) ?? inserted.get(firstOfKey.get(key) as number);
+        if (!holder) {
+          throw new Error(`lost track of the holder of key ${JSON.stringify(key)}`);
+        }
+        return { job: rowToJob(holder), created: false };
+      });
+    },
+  };
   const d: MysqlDialect = {
     name: 'mysql',
     get server() {
@@ -328,6 +537,8 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
     // biggest batches (and what a crash strands) at half of 4,000's.
     batchLimit: 2_000,
     lockSkipLocked: ' FOR UPDATE SKIP LOCKED',
+    forUpdate: ' FOR UPDATE',
+    acquisitionOrder: acquisitionOrderBy(true),
     pairs: pairMarks,
     onConflictDoNothing: () => '',
     isDuplicateKey,
@@ -338,26 +549,21 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
     scopeIndexHint: SCOPE_INDEX,
 
     // ---- schema ----
-    migrations: loadMigrations(
-      {
-        '0001_init': init,
-        '0002_one_schema': oneSchema,
-        '0003_acquire_indexes': acquireIndexes,
-        '0004_history': history,
-        '0005_job_meta': jobMeta,
-        '0006_cancel_progress': cancelProgress,
-        '0007_flow_limits': flowLimits,
-        '0008_blocked_set': blockedSet,
-      },
-      {
-        jobs,
-        schedules: table('schedules'),
-        history: table('history'),
-        rate_limits: table('rate_limits'),
-        prefix: tablePrefix,
-        database: database === null ? 'DATABASE()' : `'${database}'`,
-      },
-    ),
+    migrations: loadMigrations(MIGRATION_FILES.mysql, {
+      jobs,
+      schedules: table('schedules'),
+      history: table('history'),
+      rate_limits: table('rate_limits'),
+      followups: table('followups'),
+      signals: table('signals'),
+      prefix: tablePrefix,
+      database: database === null ? 'DATABASE()' : `'${database}'`,
+      // The alias prefix of `@jobs/mysql`'s idle waiters on these tables (its `waiterPrefix`:
+      // `jobs_wait_` and the first 16 hex digits of the SHA-1 of the quoted jobs table), whose
+      // waits the SQL enqueue procedure ends; unqualified tables: waiters on this database only.
+      wait_prefix: `jobs_wait_${createHash('sha1').update(jobs).digest('hex').slice(0, 16)}_`,
+      wait_same_db: database === null ? ' AND DB = DATABASE()' : '',
+    }),
     versionTable: `CREATE TABLE IF NOT EXISTS ${table('migrations')} (\`version\` INT NOT NULL PRIMARY KEY, \`applied_at\` DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)) ENGINE=InnoDB`,
     recordVersion: (migration: Migration): Query => ({
       sql: `INSERT INTO ${table('migrations')} (\`version\`, \`applied_at\`) VALUES (?, ${NOW})`,
@@ -414,54 +620,6 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
         };
       }
     },
-
-    // ---- the hot path ----
-    *acquire(request: AcquireRequest, token: string): Operation<SqlRow[]> {
-      yield* knowServer();
-      const where = candidateWhere(d, request);
-      const rows = (yield {
-        // FORCE INDEX: the walk in acquisition order must not depend on InnoDB's sampled
-        // statistics (a filesort of every waiting row is the alternative they may suggest).
-        sql: `SELECT ${jobColumns('j')}, ${asText(NOW)} AS db_now
-          FROM ${jobs} j FORCE INDEX (ix_jobs_acquire)
-          WHERE j.waiting = 1 AND ${where.sql}
-          ORDER BY j.neg_priority, j.due_at, j.id LIMIT ? FOR UPDATE SKIP LOCKED`,
-        params: [...where.params, request.limit],
-      }).rows;
-      if (rows.length === 0) return [];
-      const { kept, held } = yield* confirmExclusive(rows);
-      try {
-        if (kept.length === 0) return [];
-        const lockExpiresAt = encode.time(
-          new Date(readTime(rows[0]?.db_now).getTime() + request.leaseMs),
-        );
-        yield {
-          sql: `UPDATE ${jobs} SET state = 'running', lock_owner = ?, lock_expires_at = ?,
-              lock_token = ?, attempts = attempts + 1
-            WHERE id IN (${marks(kept.length)})`,
-          params: [request.owner, lockExpiresAt, token, ...kept.map((row) => row.id)],
-        };
-        // The scope locks go only after COMMIT: this transaction ends here (see the Dialect's
-        // `acquire`), and the executor's own COMMIT then finds nothing to do.
-        if (held.length > 0) yield { sql: 'COMMIT', params: [] };
-        return kept.map(({ db_now: _, ...row }) => ({
-          ...row,
-          state: 'running',
-          lock_owner: request.owner,
-          lock_expires_at: lockExpiresAt,
-          lock_token: token,
-          attempts: Number(row.attempts) + 1,
-        }));
-      } finally {
-        if (held.length > 0) {
-          yield {
-            sql: `SELECT ${held.map(() => `RELEASE_LOCK(${scopeLock})`).join(', ')}`,
-            params: held.flatMap(scopeLockParams),
-          };
-        }
-      }
-    },
-    acquireInTransaction: true,
     // The end of the primary key: one index dive ("select tables optimized away"), however many
     // rows. Ids only grow, so a new job (from any connection, committed) changes it; nothing is
     // written for it, so enqueue pays nothing. Two blind spots, both covered by the engine's
@@ -479,124 +637,25 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
         { sql: `SELECT RELEASE_LOCK(${pruneLock}) AS released`, params: [database, tablePrefix] },
       ],
     },
-    get completeHeld() {
-      return deleteReturning() ? completeReturning : undefined;
-    },
-    *failHeld(failures: readonly JobFailure[]): Operation<string[]> {
-      // One fenced UPDATE per job, which says exactly whether it was held; rows in primary-key
-      // order, as every multi-row statement takes them, so a concurrent renewal cannot deadlock.
-      const changed: string[] = [];
-      for (const failure of [...failures].sort(byId)) {
-        const result = yield {
-          sql: `UPDATE ${jobs}
-            SET state = ?, due_at = IF(?, due_at, UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND),
-              retries_left = IF(?, retries_left, retries_left - 1),
-              lock_owner = NULL, lock_expires_at = NULL, lock_token = NULL,
-              last_error_message = ?, last_error_stack = ?
-            WHERE id = ? AND lock_token = ? AND state = 'running' AND cancel_requested = FALSE`,
-          params: [
-            failure.deadletter ? 'deadletter' : 'timer',
-            failure.deadletter ? 1 : 0,
-            Math.max(0, Math.round(failure.retryDelayMs)) * 1000,
-            failure.deadletter ? 1 : 0,
-            failure.error.message,
-            failure.error.stack ?? null,
-            failure.id,
-            failure.token,
-          ],
-        };
-        if (result.affected > 0) changed.push(failure.id);
-      }
-      return changed;
-    },
-    // One keyed job alone is one INSERT (or a duplicate and a read): atomic on its own.
-    enqueueNeedsTransaction: (batch) =>
-      (batch.length > 1 && batch.some((job) => job.key !== null)) ||
-      chunksOf(
-        batch.map((job) => {
-          const row: SqlValue[] = [];
-          row[PAYLOAD_AT] = encode.json(job.payload);
-          row[META_AT] = job.meta ? JSON.stringify(job.meta) : null;
-          return row;
-        }),
-        batch.map((_, i) => i),
-      ).length > 1,
-    *enqueueJobs(newJobs: readonly NewJob[], notify: Query | null): Operation<EnqueueResult[]> {
-      const now = readTime(
-        (yield { sql: `SELECT ${asText(NOW)} AS now`, params: [] }).rows[0]?.now,
-      );
-      const values = newJobs.map((job) => newJobValues(job, now, encode));
-      const keyOf = (index: number): string | null => newJobs[index]?.key ?? null;
-      const firstOfKey = new Map<string, number>();
-      newJobs.forEach((job, index) => {
-        if (job.key !== null && !firstOfKey.has(job.key)) firstOfKey.set(job.key, index);
-      });
-      // Keys already held as this transaction sees them (a plain read: no locks), confirmed by
-      // a locking read of those rows by primary key: record locks only, where a locking read
-      // by `job_key` (a secondary index) would also lock the gap below each key in a
-      // REPEATABLE READ transaction. Other keys go straight to the INSERT (see `insertKeyed`).
-      const holders = new Map<string, SqlRow>();
-      const keys = [...firstOfKey.keys()];
-      const seen =
-        keys.length === 0
-          ? []
-          : (yield {
-              sql: `SELECT id FROM ${jobs} WHERE job_key IN (${marks(keys.length)})`,
-              params: keys,
-            }).rows.map((row) => row.id);
-      if (seen.length > 0) {
-        const found = yield {
-          sql: `SELECT ${jobColumns()} FROM ${jobs} WHERE id IN (${marks(seen.length)}) LOCK IN SHARE MODE`,
-          params: seen,
-        };
-        for (const row of found.rows) holders.set(String(row.job_key), row);
-      }
-      const toInsert = newJobs
-        .map((_, index) => index)
-        .filter((index) => {
-          const key = keyOf(index);
-          return key === null || (!holders.has(key) && firstOfKey.get(key) === index);
-        });
-      const inserted = new Map<number, SqlRow>();
-      for (const chunk of chunksOf(values, toInsert)) {
-        try {
-          for (const [index, row] of yield* insertRows(values, chunk)) inserted.set(index, row);
-        } catch (error) {
-          // A held key undid this INSERT alone (not the transaction): its rows go in again, the
-          // keyed ones one at a time, in input order (ids keep following it).
-          if (!isDuplicateKey(error) || !chunk.some((index) => keyOf(index) !== null)) throw error;
-          let run: number[] = [];
-          const flush = function* (): Operation<void> {
-            if (run.length > 0) {
-              for (const [i, row] of yield* insertRows(values, run)) inserted.set(i, row);
-            }
-            run = [];
-          };
-          for (const index of chunk) {
-            const key = keyOf(index);
-            if (key === null) {
-              run.push(index);
-              continue;
-            }
-            yield* flush();
-            const { created, row } = yield* insertKeyed(values, index, key);
-            if (created) inserted.set(index, row);
-            else holders.set(key, row);
-          }
-          yield* flush();
-        }
-      }
-      if (notify && inserted.size > 0) yield notify;
-      return newJobs.map((job, index) => {
-        const mine = inserted.get(index);
-        if (mine) return { job: rowToJob(mine), created: true };
-        const key = job.key as string;
-        const holder = holders.get(key) ?? inserted.get(firstOfKey.get(key) as number);
-        if (!holder) {
-          throw new StoreError(`[@jobs/core/sql] enqueue: lost track of the holder of key ${key}`);
-        }
-        return { job: rowToJob(holder), created: false };
-      });
+    ops: {
+      enqueue: {
+        run: (c, jobs) => own.enqueueJobs(jobs, c.notify),
+        transaction: (_, jobs) => own.enqueueNeedsTransaction(jobs),
+      },
+      acquire: { run: (_, request, token) => own.acquire(request, token), transaction: true },
+      acquireLocked: null,
+      completeAndAcquire: null,
+      // MariaDB: one DELETE … RETURNING; MySQL: lock, then delete, in the store's transaction.
+      complete: {
+        run: (c, refs) =>
+          deleteReturning() ? completeReturning(refs) : completeLockThenDelete.run(c, refs),
+        transaction: () => !deleteReturning(),
+      },
+      completeWithHistory: { run: (_, done) => completeHeldWithHistory(done), transaction: true },
+      fail: { run: (_, failures) => own.failHeld(failures), transaction: true },
+      release: byPrimaryKey(releaseLockThenUpdate),
+      renew: byPrimaryKey(renewTwoStep),
+      recover: recoverLockThenUpdate,
     },
   };
 
@@ -611,29 +670,73 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
    * only keys between that one and the next lower.) A holder that finished before the read:
    * the job is inserted again.
    */
-  function* insertKeyed(
+  function* insertOneKeyed(
     values: SqlValue[][],
     index: number,
     key: string,
   ): Operation<{ created: boolean; row: SqlRow }> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const row = (yield* insertRows(values, [index])).get(index) as SqlRow;
-        return { created: true, row };
-      } catch (error) {
-        if (!isDuplicateKey(error)) throw error;
-      }
-      const holder = (yield {
-        sql: `SELECT ${jobColumns()} FROM ${jobs} WHERE job_key = ? LOCK IN SHARE MODE`,
-        params: [key],
-      }).rows[0];
-      if (holder) return { created: false, row: holder };
-      if (attempt >= 5) {
-        throw new StoreError(
-          `[@jobs/core/sql] enqueue: key ${JSON.stringify(key)} kept changing hands`,
-        );
-      }
-    }
+    let answer: { created: boolean; row: SqlRow } | undefined;
+    yield* insertKeyed(
+      [key],
+      (k) => k,
+      function* () {
+        try {
+          answer = {
+            created: true,
+            row: (yield* insertRows(values, [index])).get(index) as SqlRow,
+          };
+          return [];
+        } catch (error) {
+          if (!isDuplicateKey(error)) throw error;
+        }
+        const holder = (yield {
+          sql: `SELECT ${jobColumns()} FROM ${jobs} WHERE job_key = ? LOCK IN SHARE MODE`,
+          params: [key],
+        }).rows[0];
+        if (!holder) return [key];
+        answer = { created: false, row: holder };
+        return [];
+      },
+    );
+    return answer as { created: boolean; row: SqlRow };
+  }
+
+  /**
+   * Completion while history keeps completed jobs, in the transaction the store opens: lock
+   * the rows by primary key in key order, copy the held ones to history, delete them by
+   * primary key. Every step reads the primary key only (FORCE INDEX): with a long id list the
+   * optimizer may otherwise scan the table, and two completers scanning past each other's
+   * locked rows deadlock (MariaDB, several nodes, history on).
+   */
+  function* completeHeldWithHistory(done: readonly JobCompletion[]): Operation<string[]> {
+    const sorted = [...done].sort(byId);
+    const tokens = new Map(
+      (yield {
+        sql: `SELECT id, lock_token FROM ${jobs} FORCE INDEX (PRIMARY)
+          WHERE id IN (${marks(sorted.length)}) AND state = 'running' AND cancel_requested = FALSE
+          ORDER BY id FOR UPDATE`,
+        params: sorted.map((ref) => ref.id),
+      }).rows.map((row) => [String(row.id), String(row.lock_token)]),
+    );
+    const held = sorted.filter((ref) => tokens.get(ref.id) === ref.token);
+    if (held.length === 0) return [];
+    const values = held.map((_, i) =>
+      i === 0 ? 'SELECT ? AS id, ? AS result, ? AS duration_ms' : 'SELECT ?, ?, ?',
+    );
+    yield {
+      sql: d.sql(
+        `${historyInsert(table('history'), 'j', "'completed'", 'r.result', 'r.duration_ms', NOW)}
+          FROM ${jobs} j FORCE INDEX (PRIMARY) JOIN (${values.join(' UNION ALL ')}) r ON j.id = r.id
+          ORDER BY j.id`,
+      ),
+      params: held.flatMap((ref) => [ref.id, ref.resultJson ?? null, durationOf(ref)]),
+    };
+    const ids = held.map((ref) => ref.id);
+    yield {
+      sql: `DELETE j FROM ${jobs} j FORCE INDEX (PRIMARY) WHERE j.id IN (${marks(ids.length)})`,
+      params: ids,
+    };
+    return ids;
   }
 
   /** MariaDB: one statement, and RETURNING says exactly which rows were held. */
@@ -648,6 +751,25 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
   }
 
   return d;
+}
+
+/**
+ * `spec` reading and writing the jobs table by primary key only (`FORCE INDEX (PRIMARY)` after
+ * the table's name, where its statements name it: `UPDATE … SET`, `SELECT … FROM … WHERE`).
+ * Its statements name their rows by id, but they also say `state = 'running'`, and when few
+ * rows run (fewer than the ids named: a heartbeat still names jobs whose completions just
+ * committed) the optimizer reads `ix_jobs_lease (state, lock_expires_at)` instead: a walk over
+ * every node's running rows that locks each in turn, so a node's renewal waited for any other
+ * node's completion holding a row (a wait that can close a lock cycle in a busy multi-node
+ * drain). By primary key, a statement locks only the rows it names, in key order, as every
+ * other multi-row statement here takes them.
+ */
+function byPrimaryKey<A extends unknown[], R>(spec: OpSpec<A, R>): OpSpec<A, R> {
+  const hinted = (c: SqlEnv): SqlEnv => ({ ...c, jobs: `${c.jobs} FORCE INDEX (PRIMARY)` });
+  return {
+    run: (c, ...args) => spec.run(hinted(c), ...args),
+    transaction: spec.transaction,
+  };
 }
 
 /** Orders refs by numeric id (ids are canonical decimals: shorter is smaller). */

@@ -8,7 +8,7 @@
  *   text is the same whatever the batch size and a driver can prepare each once per
  *   connection;
  * - acquisition is one `FOR UPDATE SKIP LOCKED` statement that leaves exclusive jobs to a
- *   second, locked step (`acquireExclusive`, per-scope advisory locks); `completeAndAcquire`
+ *   second, locked step (`acquireLimited`, per-scope advisory locks); `completeAndAcquire`
  *   deletes the finished batch in that same statement;
  * - enqueue inserts a whole batch, keyed or not, and sends its wake-up in one statement.
  * The statements of the members below are written with `$n` parameters (no `?`), which
@@ -22,11 +22,14 @@ import type {
   JobRef,
   LeaseRenewalRef,
   NewJob,
+  RecoverResult,
 } from '../../store.js';
 import {
+  acquisitionOrderBy,
   type Dialect,
   JOB_COLUMN_NAMES,
   pairMarks,
+  type RenewAnswer,
   SCHEDULE_COLUMN_NAMES,
   selectList,
   type TableName,
@@ -34,15 +37,10 @@ import {
 } from '../dialect.js';
 import type { Operation, Query } from '../executor.js';
 import { durationOf, historyInsert } from '../history-rows.js';
-import { loadMigrations, type Migration } from '../migrate.js';
-import init from '../migrations/postgres/0001_init.sql';
-import oneSchema from '../migrations/postgres/0002_one_schema.sql';
-import acquireIndexes from '../migrations/postgres/0003_acquire_indexes.sql';
-import history from '../migrations/postgres/0004_history.sql';
-import jobMeta from '../migrations/postgres/0005_job_meta.sql';
-import cancelProgress from '../migrations/postgres/0006_cancel_progress.sql';
-import flowLimits from '../migrations/postgres/0007_flow_limits.sql';
-import blockedSet from '../migrations/postgres/0008_blocked_set.sql';
+import { loadMigrations } from '../migrate.js';
+import type { Migration } from '../migration.js';
+import { MIGRATION_FILES } from '../migrations/index.js';
+import { insertKeyed } from '../portable/keyed-insert.js';
 import {
   INSERT_JOB_COLUMNS,
   isLimited,
@@ -50,6 +48,7 @@ import {
   jobRowLayout,
   LEASE_EXPIRED_MESSAGE,
   LEASED_COLUMN_NAMES,
+  recoverResult,
   rowToJob,
   type SqlRow,
   storedScopeLimit,
@@ -69,6 +68,11 @@ export interface PostgresDialectOptions {
    * `version` and `applied_at` there, and neither table in `schema`.
    */
   adoptSearchPath?: boolean;
+  /**
+   * The LISTEN/NOTIFY channel the store listens to, which the SQL enqueue function (migration
+   * 13) notifies. Default `<schema or public>_<prefix>jobs`, both stores' default.
+   */
+  notifyChannel?: string;
 }
 
 const quote = (identifier: string): string => `"${identifier}"`;
@@ -118,11 +122,13 @@ export function postgresDialect({
   tablePrefix,
   schema,
   adoptSearchPath,
+  notifyChannel,
 }: PostgresDialectOptions): Dialect {
   const qualifier = schema ? `${quote(schema)}.` : '';
   const table = (name: TableName): string =>
     `${qualifier}${quote(`${tablePrefix}${tableBaseName(name)}`)}`;
   const jobs = table('jobs');
+  const order = acquisitionOrderBy(false);
   const versionTable = table('migrations');
   const versionTableDdl = `CREATE TABLE IF NOT EXISTS ${versionTable} ("version" integer PRIMARY KEY, "applied_at" timestamptz(3) NOT NULL DEFAULT now())`;
   // jsonb as text: rowToJob parses it (a driver's jsonb parser would turn a JSON string payload
@@ -133,10 +139,13 @@ export function postgresDialect({
     payload: (c: string) => `${c}::text`,
     retry_policy: (c: string) => `${c}::text`,
     progress: (c: string) => `${c}::text`,
+    logs: (c: string) => `${c}::text`,
+    steps: (c: string) => `${c}::text`,
     due_at: epochMs,
     created_at: epochMs,
     lock_expires_at: epochMs,
     occurrence: epochMs,
+    started_at: epochMs,
   };
   const jobColumns = (alias?: string): string =>
     selectList(JOB_COLUMN_NAMES, quote, columnWraps, alias);
@@ -146,14 +155,15 @@ export function postgresDialect({
   /** Advisory-lock namespace of this table (the same text @jobs/postgres 0.1 locked). */
   const lockSpace = `${schema ? `${schema}.` : ''}${tablePrefix}jobs`;
   const headIsFree = scopeHeadIsFree(
-    { now: NOW, TRUE: 'true', quote, correlatedLimit: true },
+    { now: NOW, TRUE: 'true', quote, correlatedLimit: true, acquisitionOrder: order },
     'j',
     jobs,
   );
 
   // ---- acquisition ----
   // Parameters: $1 owner, $2 limit, $3 lease ms, $4 types, $5 queues (null: all), $6 tenants
-  // (null: all), $7 token.
+  // (null: all), $7 token, $8 how many start at once, $9 how many more start ahead (only those
+  // with retries left; see `AcquireRequest.start`).
   //
   // Every acquisition walks \`jobs_acquire\` (priority DESC, due_at, id; waiting rows only) in
   // order and stops after the batch — whatever the table's statistics. Two details of the text
@@ -183,12 +193,20 @@ export function postgresDialect({
     `SELECT ${columns} FROM ${jobs} j
     WHERE ${filters}
       AND (NOT ${EXCLUSIVE} OR (${scopes}${headIsFree}))
-    ORDER BY j.priority DESC, j.due_at, j.id LIMIT (SELECT ${limit}::int)`;
+    ORDER BY ${order('j')} LIMIT (SELECT ${limit}::int)`;
+  /**
+   * The candidates `picked` (locked rows in acquisition order) numbered in that order: the
+   * first $8 are recorded as started, and up to $9 more with retries left (`started_at`).
+   */
+  const ranked = (picked: string): string => `cand AS (
+    SELECT id, excl, row_number() OVER (ORDER BY ${order('')}) AS rn FROM ${picked})`;
   const lease = (onlyIf = 'true'): string => `acq AS (
     UPDATE ${jobs} j
     SET state = 'running', lock_owner = $1, lock_token = $7,
         lock_expires_at = ${NOW} + $3::float8 * interval '1 millisecond',
-        attempts = j.attempts + 1
+        attempts = j.attempts + 1,
+        started_at = CASE WHEN cand.rn <= $8::int OR (cand.rn <= $8::int + $9::int AND j.retries_left > 0)
+                          THEN ${NOW} END
     FROM cand WHERE j.id = cand.id AND ${onlyIf}
     RETURNING ${leasedColumns('j')})`;
   /**
@@ -198,8 +216,9 @@ export function postgresDialect({
    * order (priority first) holds across both. Exclusive rows of busy scopes are skipped by the
    * walk; a stale snapshot at worst leaves a free scope for the next call.
    */
-  const fast = `cand AS (
-    ${walk(`j.id, ${EXCLUSIVE} AS excl`, '$2', matches())} FOR UPDATE OF j SKIP LOCKED),
+  const fast = `picked AS (
+    ${walk(`j.id, j.priority, j.due_at, ${EXCLUSIVE} AS excl`, '$2', matches())} FOR UPDATE OF j SKIP LOCKED),
+  ${ranked('picked')},
   flag AS (SELECT coalesce(bool_or(cand.excl), false) AS needs_exclusive FROM cand),
   ${lease('NOT (SELECT needs_exclusive FROM flag)')}`;
   const acquireFast = `WITH ${fast}
@@ -212,22 +231,22 @@ export function postgresDialect({
     ${historyInsert(table('history'), 'done', `'completed'`, 'r.result::jsonb', 'r.duration_ms', NOW)}
     FROM done JOIN unnest(${ids}::bigint[], ${results}::text[], ${durations}::bigint[])
       AS r(id, result, duration_ms) ON r.id = done.id)`;
-  // $8 ids, $9 tokens of finished jobs, deleted by the same statement; with history, $10
-  // results and $11 durations of their records.
+  // $10 ids, $11 tokens of finished jobs, deleted by the same statement; with history, $12
+  // results and $13 durations of their records.
   const completeAndAcquireFast = (history: boolean): string => `WITH done AS (
-    DELETE FROM ${jobs} j USING unnest($8::bigint[], $9::text[]) AS d(id, token)
+    DELETE FROM ${jobs} j USING unnest($10::bigint[], $11::text[]) AS d(id, token)
     WHERE j.id = d.id AND j.lock_token = d.token AND j.state = 'running'
       AND NOT j.cancel_requested
     RETURNING ${history ? 'j.*' : 'j.id'}),${
       history
         ? `
-  ${recordDone('$8', '$10', '$11')},`
+  ${recordDone('$10', '$12', '$13')},`
         : ''
     }
   ${fast}
   SELECT flag.needs_exclusive, acq.*,
     -- The ids NOT deleted (usually none: null), repeated on every row.
-    (SELECT array_agg(d.id::text) FROM unnest($8::bigint[]) AS d(id)
+    (SELECT array_agg(d.id::text) FROM unnest($10::bigint[]) AS d(id)
      WHERE d.id NOT IN (SELECT id FROM done)) AS lost_ids
   FROM flag LEFT JOIN acq ON true`;
   /**
@@ -240,9 +259,10 @@ export function postgresDialect({
   const lockScopes = `SELECT coalesce(array_agg(c.scope), '{}') AS scopes
   FROM (${walk(`j.scope, ${EXCLUSIVE} AS excl`, '$1', matches(2, 3, 4))}) c
   WHERE c.excl AND pg_try_advisory_xact_lock(hashtext('${lockSpace}'), hashtext(c.scope))`;
-  // Locked step 2: $8 = the scopes locked in step 1.
-  const acquireLocked = `WITH cand AS (
-    ${walk('j.id', '$2', matches(), 'j.scope = ANY($8::text[]) AND ')} FOR UPDATE OF j SKIP LOCKED),
+  // Locked step 2: $10 = the scopes locked in step 1.
+  const acquireLocked = `WITH picked AS (
+    ${walk('j.id, j.priority, j.due_at, false AS excl', '$2', matches(), 'j.scope = ANY($10::text[]) AND ')} FOR UPDATE OF j SKIP LOCKED),
+  ${ranked('picked')},
   ${lease()}
   SELECT * FROM acq`;
   const acquireParams = (request: AcquireRequest, token: string): unknown[] => [
@@ -253,9 +273,11 @@ export function postgresDialect({
     request.queues,
     request.tenants,
     token,
+    request.start ?? request.limit,
+    request.startAhead ?? 0,
   ];
   /**
-   * Leased rows, or the one `needs_exclusive` row (see `Dialect.acquireExclusive`), of a
+   * Leased rows, or the one `needs_exclusive` row (see `Dialect.acquireLimited`), of a
    * statement whose select list is `needs_exclusive` (unless `at` is 0), the leased columns,
    * then maybe more. `pg` returns them as arrays (`arrayRows`); a driver without an array mode,
    * by name. Either way the rows come back whole: a lease's own columns from `lease`.
@@ -289,7 +311,7 @@ export function postgresDialect({
 
   // ---- enqueue ----
   /**
-   * A batch in input order (ids follow it) and one wake-up, $19… = `notify`'s parameters.
+   * A batch in input order (ids follow it) and one wake-up, $20… = `notify`'s parameters.
    * `keyed`: some jobs have a unique key; a held key inserts nothing (the caller reads the
    * holder). Without keys the plain INSERT skips the cost of speculative insertion.
    */
@@ -302,11 +324,11 @@ export function postgresDialect({
       .join(', ');
   const insertBatch = (keyed: boolean, wakeSql: string): string => `WITH input AS (
     SELECT * FROM ROWS FROM (${unnestAll(
-      'text json int timestamptz float8 int text bool text text text jsonb text timestamptz int int jsonb int',
+      'text json int timestamptz float8 int text bool text text text jsonb text timestamptz int int jsonb int int',
     )}) WITH ORDINALITY
       AS i(type, payload, priority, due_given, delay_ms, retries, scope, exclusive, job_key,
            tenant_id, queue, retry_policy, schedule_name, occurrence, shard_index, shard_count,
-           meta, scope_limit, ord)),
+           meta, scope_limit, timeout_ms, ord)),
   due AS (
     SELECT i.*, coalesce(i.due_given, ${NOW_MS}) + i.delay_ms * interval '1 millisecond' AS due_at
     FROM input i),${
@@ -324,7 +346,8 @@ export function postgresDialect({
     INSERT INTO ${jobs} (${INSERT_JOB_COLUMNS.join(', ')})
     SELECT type, payload, CASE WHEN due_at > ${NOW} THEN 'timer' ELSE 'async' END, priority,
            due_at, retries, 0, scope, exclusive, job_key, tenant_id, queue, ${NOW},
-           retry_policy, schedule_name, occurrence, shard_index, shard_count, meta, scope_limit
+           retry_policy, schedule_name, occurrence, shard_index, shard_count, meta, scope_limit,
+           timeout_ms
     FROM due${keyed ? ' WHERE (SELECT n FROM key_locks) IS NOT NULL' : ''} ORDER BY ord${
       keyed ? '\n    ON CONFLICT (job_key) WHERE job_key IS NOT NULL DO NOTHING' : ''
     }
@@ -370,32 +393,46 @@ export function postgresDialect({
     RETURNING j.id::text AS id)
   SELECT released.id, ${wakeSql} AS notified FROM released`;
   // Allowed after expiry as long as the token still matches: nobody else took the job.
-  // $5: each ref's progress as JSON text, null for unchanged.
+  // $5: each ref's progress as JSON text, null for unchanged; $6: whether its handler starts
+  // now (true), takes back a start recorded ahead (false), or neither (null; see
+  // `LeaseRenewalRef.start`); $7: each ref's whole log as JSON text, null for unchanged.
   const renewSql = `UPDATE ${jobs} j
   SET lock_expires_at = ${NOW} + $2::float8 * interval '1 millisecond',
-      progress = coalesce(r.progress::jsonb, j.progress)
-  FROM unnest($3::bigint[], $4::text[], $5::text[]) AS r(id, token, progress)
+      progress = coalesce(r.progress::jsonb, j.progress),
+      logs = coalesce(r.logs::jsonb, j.logs),
+      started_at = CASE WHEN r.start THEN coalesce(j.started_at, ${NOW})
+                        WHEN NOT r.start THEN NULL ELSE j.started_at END
+  FROM unnest($3::bigint[], $4::text[], $5::text[], $6::bool[], $7::text[])
+    AS r(id, token, progress, start, logs)
   WHERE j.id = r.id AND j.lock_token = r.token AND j.lock_owner = $1 AND j.state = 'running'
   RETURNING j.id::text AS id, j.cancel_requested`;
   // The expiry is re-checked on the latest row version after the row lock (EvalPlanQual), so
   // a renewal or completion that commits first wins. $1 limit, $2 message.
+  // A job whose handler never started (`started_at` null) goes back with its attempt given
+  // back, its retries and last error untouched; cancel-requested jobs are the shared
+  // operation's (`recoverCancelled`), never requeued here.
   const recoverSql = (wakeSql: string): string => `WITH expired AS (
     SELECT id FROM ${jobs}
-    WHERE state = 'running' AND lock_expires_at <= ${NOW}
+    WHERE state = 'running' AND lock_expires_at <= ${NOW} AND NOT cancel_requested
     ORDER BY lock_expires_at, id
     LIMIT $1
     FOR UPDATE SKIP LOCKED),
   recovered AS (
     UPDATE ${jobs} j
-    SET state = CASE WHEN j.retries_left > 0 THEN 'async' ELSE 'deadletter' END,
-        retries_left = CASE WHEN j.retries_left > 0 THEN j.retries_left - 1 ELSE j.retries_left END,
+    SET state = CASE WHEN j.started_at IS NULL OR j.retries_left > 0 THEN 'async'
+                     ELSE 'deadletter' END,
+        retries_left = CASE WHEN j.started_at IS NOT NULL AND j.retries_left > 0
+                            THEN j.retries_left - 1 ELSE j.retries_left END,
+        attempts = CASE WHEN j.started_at IS NULL THEN j.attempts - 1 ELSE j.attempts END,
         lock_owner = NULL, lock_expires_at = NULL, lock_token = NULL,
-        last_error_message = $2, last_error_stack = NULL
+        last_error_message = CASE WHEN j.started_at IS NULL THEN j.last_error_message ELSE $2 END,
+        last_error_stack = CASE WHEN j.started_at IS NULL THEN j.last_error_stack END
     FROM expired
     WHERE j.id = expired.id AND j.state = 'running' AND j.lock_expires_at <= ${NOW}
-    RETURNING j.id::text AS id, j.state)
+      AND NOT j.cancel_requested
+    RETURNING j.id::text AS id, j.state, j.started_at IS NULL AS unstarted)
   -- Requeued jobs are acquirable again: wake every engine, not only the one that recovered them.
-  SELECT recovered.id, recovered.state,
+  SELECT recovered.id, recovered.state, recovered.unstarted,
          CASE WHEN EXISTS (SELECT 1 FROM recovered r WHERE r.state = 'async')
               THEN ${wakeSql} END AS notified
   FROM recovered`;
@@ -412,6 +449,157 @@ export function postgresDialect({
     done.map((ref) => durationOf(ref)),
   ];
 
+  // ---- the hot path: the statements `ops` runs ----
+  const own = {
+    *acquire(request: AcquireRequest, token: string): Operation<SqlRow[]> {
+      const params = acquireParams(request, token);
+      const rows = (yield { sql: acquireFast, params, arrayRows: true }).rows;
+      return leased(rows, { owner: request.owner, token });
+    },
+    *completeAndAcquire(
+      done: readonly JobCompletion[],
+      request: AcquireRequest,
+      token: string,
+      history: boolean,
+    ): Operation<{ completed: string[]; rows: SqlRow[] }> {
+      const doneIds = done.map((ref) => ref.id);
+      const rows = (yield {
+        sql: completeAndAcquireFast(history),
+        params: [
+          ...acquireParams(request, token),
+          arrayText(doneIds),
+          arrayText(done.map((ref) => ref.token)),
+          ...(history ? recordArrays(done) : []),
+        ],
+        arrayRows: true,
+      }).rows;
+      const lost = new Set(lostIds(rows));
+      const jobs = leased(rows, { owner: request.owner, token });
+      return { completed: doneIds.filter((id) => !lost.has(id)), rows: jobs };
+    },
+    *acquireLimited(request: AcquireRequest, token: string): Operation<SqlRow[]> {
+      const locked = (yield {
+        sql: lockScopes,
+        params: [request.limit, request.types, request.queues, request.tenants],
+      }).rows[0]?.scopes;
+      const rows = (yield {
+        sql: acquireLocked,
+        params: [...acquireParams(request, token), locked ?? []],
+        arrayRows: true,
+      }).rows;
+      return leased(rows, { owner: request.owner, token }, 0);
+    },
+    *enqueueJobs(input: readonly NewJob[], notify: Query | null): Operation<EnqueueResult[]> {
+      const results: (EnqueueResult | undefined)[] = new Array(input.length);
+      const w = wake(notify, 20);
+      // A job whose key is held gets the holder back; a holder that finished between our
+      // insert and our read is inserted again (`insertKeyed`).
+      yield* insertKeyed(
+        input.map((_, i) => i),
+        (i) => (input[i] as NewJob).key,
+        function* (pending) {
+          const batch = pending.map((i) => input[i] as NewJob);
+          const keyed = batch.some((job) => job.key !== null);
+          const rows = (yield {
+            sql: insertBatch(keyed, w.sql),
+            params: [...enqueueParams(batch), ...w.params],
+          }).rows;
+          // Ids follow input order, so inserted rows line up with the inputs that were inserted:
+          // every job without a key, and the first job of each key no other row held.
+          const insertedKeys = new Set(rows.map((row) => row.job_key).filter((k) => k !== null));
+          const seenKeys = new Set<string>();
+          const held: number[] = [];
+          let n = 0;
+          for (const i of pending) {
+            const job = input[i] as NewJob;
+            if (job.key === null || (insertedKeys.has(job.key) && !seenKeys.has(job.key))) {
+              if (job.key !== null) seenKeys.add(job.key);
+              results[i] = { job: rowToJob(insertedRow(job, rows[n++] as SqlRow)), created: true };
+            } else held.push(i);
+          }
+          if (held.length === 0) return [];
+          const keys = [...new Set(held.map((i) => (input[i] as NewJob).key as string))];
+          const holders = (yield {
+            sql: `SELECT ${jobColumns()} FROM ${jobs} WHERE job_key = ANY($1::text[])`,
+            params: [keys],
+          }).rows;
+          const byKey = new Map(holders.map((row) => [String(row.job_key), rowToJob(row)]));
+          const again: number[] = [];
+          for (const i of held) {
+            const holder = byKey.get((input[i] as NewJob).key as string);
+            if (holder) results[i] = { job: holder, created: false };
+            else again.push(i);
+          }
+          return again;
+        },
+      );
+      return results as EnqueueResult[];
+    },
+
+    // ---- settlement ----
+    *completeHeld(refs: readonly JobRef[]): Operation<string[]> {
+      return ids((yield { sql: completeSql, params: refArrays(refs) }).rows);
+    },
+    *completeHeldWithHistory(done: readonly JobCompletion[]): Operation<string[]> {
+      return ids(
+        (yield {
+          sql: completeWithHistorySql,
+          params: [...refArrays(done), ...recordArrays(done)],
+        }).rows,
+      );
+    },
+    *failHeld(failures: readonly JobFailure[]): Operation<string[]> {
+      const params = [
+        ...refArrays(failures),
+        failures.map((f) => f.deadletter),
+        failures.map((f) => Math.max(0, f.retryDelayMs)),
+        failures.map((f) => f.error.message),
+        failures.map((f) => f.error.stack ?? null),
+      ];
+      return ids((yield { sql: failSql, params }).rows);
+    },
+    *releaseHeld(refs: readonly JobRef[], notify: Query | null): Operation<string[]> {
+      // Released jobs are due at once (e.g. on shutdown): tell the other engines.
+      const w = wake(notify, 3);
+      return ids(
+        (yield { sql: releaseSql(w.sql), params: [...refArrays(refs), ...w.params] }).rows,
+      );
+    },
+    *renewHeld(
+      owner: string,
+      leaseMs: number,
+      refs: readonly LeaseRenewalRef[],
+    ): Operation<RenewAnswer> {
+      const rows = (yield {
+        sql: renewSql,
+        params: [
+          owner,
+          leaseMs,
+          ...refArrays(refs),
+          refs.map((ref) => ref.progressJson ?? null),
+          refs.some((ref) => ref.start !== undefined) ? refs.map((ref) => ref.start ?? null) : null,
+          refs.some((ref) => ref.logsJson != null) ? refs.map((ref) => ref.logsJson ?? null) : null,
+        ],
+      }).rows;
+      return {
+        renewed: ids(rows),
+        cancelRequested: ids(rows.filter((row) => row.cancel_requested)),
+      };
+    },
+    *recoverExpiredLeases(limit: number, notify: Query | null): Operation<RecoverResult> {
+      if (limit <= 0) return { requeued: [], deadlettered: [] };
+      const w = wake(notify, 3);
+      const rows = (yield {
+        sql: recoverSql(w.sql),
+        params: [limit, LEASE_EXPIRED_MESSAGE, ...w.params],
+      }).rows.sort((a, b) => (BigInt(String(a.id)) < BigInt(String(b.id)) ? -1 : 1));
+      return recoverResult(
+        ids(rows.filter((row) => row.state === 'async' && !row.unstarted)),
+        ids(rows.filter((row) => row.state === 'deadletter')),
+        ids(rows.filter((row) => row.unstarted)),
+      );
+    },
+  };
   const d: Dialect = {
     name: 'postgres',
     table,
@@ -443,6 +631,8 @@ export function postgresDialect({
     },
     returning: true,
     lockSkipLocked: ' FOR UPDATE SKIP LOCKED',
+    forUpdate: ' FOR UPDATE',
+    acquisitionOrder: order,
     pairs: pairMarks,
     onConflictDoNothing: (column) => ` ON CONFLICT (${quote(column)}) DO NOTHING`,
     isDuplicateKey: (error) => driverCode(error) === '23505',
@@ -454,26 +644,17 @@ export function postgresDialect({
     recursiveSkipScan: true,
 
     // ---- schema ----
-    migrations: loadMigrations(
-      {
-        '0001_init': init,
-        '0002_one_schema': oneSchema,
-        '0003_acquire_indexes': acquireIndexes,
-        '0004_history': history,
-        '0005_job_meta': jobMeta,
-        '0006_cancel_progress': cancelProgress,
-        '0007_flow_limits': flowLimits,
-        '0008_blocked_set': blockedSet,
-      },
-      {
-        jobs,
-        schedules: table('schedules'),
-        history: table('history'),
-        rate_limits: table('rate_limits'),
-        qualifier,
-        prefix: tablePrefix,
-      },
-    ),
+    migrations: loadMigrations(MIGRATION_FILES.postgres, {
+      jobs,
+      schedules: table('schedules'),
+      history: table('history'),
+      rate_limits: table('rate_limits'),
+      followups: table('followups'),
+      signals: table('signals'),
+      qualifier,
+      prefix: tablePrefix,
+      channel: notifyChannel ?? `${schema ?? 'public'}_${tablePrefix}jobs`,
+    }),
     setup: schema ? [`CREATE SCHEMA IF NOT EXISTS ${quote(schema)}`] : [],
     // @jobs/postgres 0.1 kept its versions in `<schema>.migrations` (version, name, applied_at):
     // they move to the version table, and the old table goes — only that exact table next to
@@ -531,101 +712,6 @@ END $$`,
       unlock: [],
       transactional: true,
     },
-
-    // ---- the hot path ----
-    acquireInTransaction: false,
-    *acquire(request, token): Operation<SqlRow[]> {
-      const params = acquireParams(request, token);
-      const rows = (yield { sql: acquireFast, params, arrayRows: true }).rows;
-      return leased(rows, { owner: request.owner, token });
-    },
-    *completeAndAcquire(done, request, token, history = false) {
-      const doneIds = done.map((ref) => ref.id);
-      const rows = (yield {
-        sql: completeAndAcquireFast(history),
-        params: [
-          ...acquireParams(request, token),
-          arrayText(doneIds),
-          arrayText(done.map((ref) => ref.token)),
-          ...(history ? recordArrays(done) : []),
-        ],
-        arrayRows: true,
-      }).rows;
-      const lost = new Set(lostIds(rows));
-      const jobs = leased(rows, { owner: request.owner, token });
-      return { completed: doneIds.filter((id) => !lost.has(id)), rows: jobs };
-    },
-    *acquireExclusive(request, token): Operation<SqlRow[]> {
-      const locked = (yield {
-        sql: lockScopes,
-        params: [request.limit, request.types, request.queues, request.tenants],
-      }).rows[0]?.scopes;
-      const rows = (yield {
-        sql: acquireLocked,
-        params: [...acquireParams(request, token), locked ?? []],
-        arrayRows: true,
-      }).rows;
-      return leased(rows, { owner: request.owner, token }, 0);
-    },
-    *enqueueJobs(input: readonly NewJob[], notify: Query | null): Operation<EnqueueResult[]> {
-      const results: (EnqueueResult | undefined)[] = new Array(input.length);
-      const w = wake(notify, 19);
-      let pending = input.map((_, i) => i);
-      // A job whose key is held gets the holder back; a holder that finished between our
-      // insert and our read is inserted again.
-      for (let round = 0; pending.length > 0; round++) {
-        if (round === 5) {
-          throw new Error('enqueue: a job key kept changing hands; gave up after 5 rounds');
-        }
-        const batch = pending.map((i) => input[i] as NewJob);
-        const keyed = batch.some((job) => job.key !== null);
-        const rows = (yield {
-          sql: insertBatch(keyed, w.sql),
-          params: [...enqueueParams(batch), ...w.params],
-        }).rows;
-        // Ids follow input order, so inserted rows line up with the inputs that were inserted:
-        // every job without a key, and the first job of each key no other row held.
-        const insertedKeys = new Set(rows.map((row) => row.job_key).filter((k) => k !== null));
-        const seenKeys = new Set<string>();
-        const held: number[] = [];
-        let n = 0;
-        for (const i of pending) {
-          const job = input[i] as NewJob;
-          if (job.key === null || (insertedKeys.has(job.key) && !seenKeys.has(job.key))) {
-            if (job.key !== null) seenKeys.add(job.key);
-            results[i] = { job: rowToJob(insertedRow(job, rows[n++] as SqlRow)), created: true };
-          } else held.push(i);
-        }
-        pending = [];
-        if (held.length === 0) break;
-        const keys = [...new Set(held.map((i) => (input[i] as NewJob).key as string))];
-        const holders = (yield {
-          sql: `SELECT ${jobColumns()} FROM ${jobs} WHERE job_key = ANY($1::text[])`,
-          params: [keys],
-        }).rows;
-        const byKey = new Map(holders.map((row) => [String(row.job_key), rowToJob(row)]));
-        for (const i of held) {
-          const holder = byKey.get((input[i] as NewJob).key as string);
-          if (holder) results[i] = { job: holder, created: false };
-          else pending.push(i);
-        }
-      }
-      return results as EnqueueResult[];
-    },
-
-    // ---- settlement ----
-    *completeHeld(refs: readonly JobRef[]): Operation<string[]> {
-      return ids((yield { sql: completeSql, params: refArrays(refs) }).rows);
-    },
-    *completeHeldWithHistory(done: readonly JobCompletion[]): Operation<string[]> {
-      return ids(
-        (yield {
-          sql: completeWithHistorySql,
-          params: [...refArrays(done), ...recordArrays(done)],
-        }).rows,
-      );
-    },
-    historyCompleteAtomic: true,
     historyLock: {
       // Transaction-scoped: the pruning batch's COMMIT releases it.
       take: {
@@ -634,45 +720,32 @@ END $$`,
       },
       release: [],
     },
-    *failHeld(failures: readonly JobFailure[]): Operation<string[]> {
-      const params = [
-        ...refArrays(failures),
-        failures.map((f) => f.deadletter),
-        failures.map((f) => Math.max(0, f.retryDelayMs)),
-        failures.map((f) => f.error.message),
-        failures.map((f) => f.error.stack ?? null),
-      ];
-      return ids((yield { sql: failSql, params }).rows);
-    },
-    failHeldAtomic: true,
-    *releaseHeld(refs: readonly JobRef[], notify: Query | null): Operation<string[]> {
-      // Released jobs are due at once (e.g. on shutdown): tell the other engines.
-      const w = wake(notify, 3);
-      return ids(
-        (yield { sql: releaseSql(w.sql), params: [...refArrays(refs), ...w.params] }).rows,
-      );
-    },
-    *renewHeld(owner: string, leaseMs: number, refs: readonly LeaseRenewalRef[]) {
-      const rows = (yield {
-        sql: renewSql,
-        params: [owner, leaseMs, ...refArrays(refs), refs.map((ref) => ref.progressJson ?? null)],
-      }).rows;
-      return {
-        renewed: ids(rows),
-        cancelRequested: ids(rows.filter((row) => row.cancel_requested)),
-      };
-    },
-    *recoverExpiredLeases(limit: number, notify: Query | null) {
-      if (limit <= 0) return { requeued: [], deadlettered: [] };
-      const w = wake(notify, 3);
-      const rows = (yield {
-        sql: recoverSql(w.sql),
-        params: [limit, LEASE_EXPIRED_MESSAGE, ...w.params],
-      }).rows.sort((a, b) => (BigInt(String(a.id)) < BigInt(String(b.id)) ? -1 : 1));
-      return {
-        requeued: ids(rows.filter((row) => row.state === 'async')),
-        deadlettered: ids(rows.filter((row) => row.state === 'deadletter')),
-      };
+    ops: {
+      enqueue: { run: (c, jobs) => own.enqueueJobs(jobs, c.notify), transaction: false },
+      acquire: { run: (_, request, token) => own.acquire(request, token), transaction: false },
+      // Its own transaction: the per-scope locks last until it ends.
+      acquireLocked: {
+        run: (_, request, token) => own.acquireLimited(request, token),
+        transaction: true,
+      },
+      completeAndAcquire: {
+        run: (_, done, request, token, history) =>
+          own.completeAndAcquire(done, request, token, history),
+        transaction: false,
+      },
+      // One statement each (history records included): atomic without a transaction.
+      complete: { run: (_, refs) => own.completeHeld(refs), transaction: false },
+      completeWithHistory: {
+        run: (_, done) => own.completeHeldWithHistory(done),
+        transaction: false,
+      },
+      fail: { run: (_, failures) => own.failHeld(failures), transaction: false },
+      release: { run: (c, refs) => own.releaseHeld(refs, c.notify), transaction: false },
+      renew: {
+        run: (_, owner, leaseMs, refs) => own.renewHeld(owner, leaseMs, refs),
+        transaction: false,
+      },
+      recover: { run: (c, limit) => own.recoverExpiredLeases(limit, c.notify), transaction: false },
     },
   };
   return d;
@@ -708,6 +781,7 @@ function enqueueParams(jobs: readonly NewJob[]): unknown[] {
     col((j) => (j.shard ? j.shard.count : null)),
     col((j) => (j.meta ? JSON.stringify(j.meta) : null)),
     col((j) => storedScopeLimit(j)),
+    col((j) => j.timeoutMs ?? null),
   ];
 }
 
@@ -752,5 +826,8 @@ function insertedRow(job: NewJob, decided: SqlRow): SqlRow {
     shard_index: job.shard ? job.shard.index : null,
     shard_count: job.shard ? job.shard.count : null,
     meta: job.meta ? { ...job.meta } : null,
+    timeout_ms: job.timeoutMs ?? null,
+    logs: null,
+    steps: null,
   };
 }

@@ -1,5 +1,5 @@
 /** Small pieces the dialects share: reading driver error codes, wrapping inline DDL. */
-import type { Migration } from '../migrate.js';
+import type { Migration } from '../migration.js';
 
 /** A driver's error code (`23505`, `ER_DUP_ENTRY`), also when an ORM wrapped the error. */
 export function driverCode(error: unknown): string | undefined {

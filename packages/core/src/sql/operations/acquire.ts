@@ -3,23 +3,19 @@ import type { AcquireRequest, Job } from '../../store.js';
 import type { Operation } from '../executor.js';
 import { readTime, rowToJob, type SqlRow } from '../rows.js';
 import { byAcquisitionOrder, candidateWhere } from '../scope-rule.js';
-import type { SqlContext } from './context.js';
+import type { SqlEnv } from './env.js';
 
 /** Acquired rows, unsorted (see `toJobs`). */
-export function* acquire(
-  c: SqlContext,
-  request: AcquireRequest,
-  token: string,
-): Operation<SqlRow[]> {
+export function* acquire(c: SqlEnv, request: AcquireRequest, token: string): Operation<SqlRow[]> {
   if (request.limit <= 0 || request.types.length === 0) return [];
-  return yield* c.d.acquire(request, token);
+  return yield* c.d.ops.acquire.run(c, request, token);
 }
 
 /**
  * True when some job is an acquisition candidate for `request`: the same WHERE as `acquire`,
  * read without a lock, so a caller can skip a locking acquisition that would find nothing.
  */
-export function* anyCandidate(c: SqlContext, request: AcquireRequest): Operation<boolean> {
+export function* anyCandidate(c: SqlEnv, request: AcquireRequest): Operation<boolean> {
   if (request.limit <= 0 || request.types.length === 0) return false;
   const where = candidateWhere(c.d, request);
   const rows = (yield {
@@ -36,7 +32,7 @@ export function toJobs(rows: SqlRow[]): Job[] {
 
 /** The earliest due time of a waiting job the request could acquire, or null. */
 export function* nextDueAt(
-  c: SqlContext,
+  c: SqlEnv,
   request: Omit<AcquireRequest, 'owner' | 'limit' | 'leaseMs'>,
 ): Operation<Date | null> {
   if (request.types.length === 0) return null;

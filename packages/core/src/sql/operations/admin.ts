@@ -12,11 +12,11 @@ import {
 import { isJobId, marks } from '../dialect.js';
 import type { Operation } from '../executor.js';
 import { readTime, rowToJob } from '../rows.js';
-import type { SqlContext } from './context.js';
+import type { SqlEnv } from './env.js';
 import { copyToHistory, keepsDeadletter } from './history.js';
 
 /** SET clause of a retry from the dead-letter area; parameters: 0 (ms from now), retries. */
-const REVIVE = (c: SqlContext): string =>
+const REVIVE = (c: SqlEnv): string =>
   // Due now as the dialect writes due times (`nowPlusMs`: PostgreSQL cuts it to the ms, so
   // the very next statement already sees the job due).
   // A retry starts afresh: it drops a cancel request left from a run whose owner died.
@@ -58,7 +58,7 @@ export function filterWhere(filter: JobFilter): { sql: string; params: unknown[]
   return { sql: parts.length === 0 ? '1 = 1' : parts.join(' AND '), params };
 }
 
-export function* getJob(c: SqlContext, id: string): Operation<Job | null> {
+export function* getJob(c: SqlEnv, id: string): Operation<Job | null> {
   if (!isJobId(id)) return null;
   const row = (yield {
     sql: c.d.sql(`SELECT ${c.d.jobColumns()} FROM ${c.jobs} WHERE "id" = ?`),
@@ -67,7 +67,7 @@ export function* getJob(c: SqlContext, id: string): Operation<Job | null> {
   return row ? rowToJob(row) : null;
 }
 
-export function* listJobs(c: SqlContext, request: ListJobsRequest): Operation<Job[]> {
+export function* listJobs(c: SqlEnv, request: ListJobsRequest): Operation<Job[]> {
   const where = filterWhere(request);
   const after = request.afterId != null && isJobId(request.afterId) ? ' AND "id" > ?' : '';
   const rows = (yield {
@@ -79,11 +79,7 @@ export function* listJobs(c: SqlContext, request: ListJobsRequest): Operation<Jo
   return rows.map(rowToJob);
 }
 
-export function* retryDeadletter(
-  c: SqlContext,
-  id: string,
-  retries: number,
-): Operation<Job | null> {
+export function* retryDeadletter(c: SqlEnv, id: string, retries: number): Operation<Job | null> {
   if (!isJobId(id)) return null;
   const result = yield {
     sql: c.d.sql(`UPDATE ${c.jobs} SET ${REVIVE(c)} WHERE "id" = ? AND "state" = 'deadletter'`),
@@ -96,9 +92,11 @@ export function* retryDeadletter(
 
 /**
  * Deletes a job; a dead-letter job is copied to history first while history keeps it (run in
- * a transaction then: see `deleteNeedsTransaction`).
+ * a transaction then: see `deleteNeedsTransaction`). A running job is not deleted: it gets a
+ * cancel request (its handler may still run, and its scope slot stays taken until its owner
+ * lets go; recovery ends it cancelled if the owner died).
  */
-export function* deleteJob(c: SqlContext, id: string): Operation<boolean> {
+export function* deleteJob(c: SqlEnv, id: string): Operation<boolean> {
   if (!isJobId(id)) return false;
   if (keepsDeadletter(c)) {
     yield {
@@ -108,18 +106,38 @@ export function* deleteJob(c: SqlContext, id: string): Operation<boolean> {
       params: [id],
     };
   }
-  const result = yield { sql: c.d.sql(`DELETE FROM ${c.jobs} WHERE "id" = ?`), params: [id] };
-  return result.affected > 0;
+  const result = yield {
+    sql: c.d.sql(`DELETE FROM ${c.jobs} WHERE "id" = ? AND "state" <> 'running'`),
+    params: [id],
+  };
+  if (result.affected > 0) return true;
+  yield* requestCancel(c, { sql: '"id" = ?', params: [id] });
+  const running = yield {
+    sql: c.d.sql(`SELECT "id" FROM ${c.jobs} WHERE "id" = ? AND "state" = 'running'`),
+    params: [id],
+  };
+  return running.rows.length > 0;
+}
+
+/** Flags the running jobs matching `where` as cancel-requested (see `deleteJob`). */
+function* requestCancel(c: SqlEnv, where: { sql: string; params: unknown[] }): Operation<void> {
+  yield {
+    sql: c.d.sql(
+      `UPDATE ${c.jobs} SET "cancel_requested" = ${c.d.TRUE}
+        WHERE ${where.sql} AND "state" = 'running' AND "cancel_requested" = ${c.d.FALSE}`,
+    ),
+    params: where.params,
+  };
 }
 
 /** Deleting jobs writes history as well: one transaction. */
-export function deleteNeedsTransaction(c: SqlContext): boolean {
+export function deleteNeedsTransaction(c: SqlEnv): boolean {
   return keepsDeadletter(c);
 }
 
 /** Ids of at most `limit` jobs matching `where`, in id order (a bulk operation's batch). */
 function* batchIds(
-  c: SqlContext,
+  c: SqlEnv,
   where: { sql: string; params: unknown[] },
   limit: number,
 ): Operation<string[]> {
@@ -131,7 +149,7 @@ function* batchIds(
 }
 
 /** See `JobStore.countJobs`: with a cap, a LIMITed subquery stops counting at `cap` rows. */
-export function* countJobs(c: SqlContext, filter: JobFilter, cap?: number): Operation<number> {
+export function* countJobs(c: SqlEnv, filter: JobFilter, cap?: number): Operation<number> {
   const where = filterWhere(filter);
   const capped = cap !== undefined && Number.isSafeInteger(cap) && cap >= 0;
   const row = (yield {
@@ -147,7 +165,7 @@ export function* countJobs(c: SqlContext, filter: JobFilter, cap?: number): Oper
 
 /** See `JobStore.retryDeadletterMany`: one batch, read then revived (still dead-letter only). */
 export function* retryDeadletterMany(
-  c: SqlContext,
+  c: SqlEnv,
   filter: JobFilter,
   retries: number,
   limit: number,
@@ -166,10 +184,14 @@ export function* retryDeadletterMany(
 
 /**
  * See `JobStore.deleteMany`: one batch, read then deleted (still matching the filter), its
- * dead-letter jobs copied to history first while history keeps them.
+ * dead-letter jobs copied to history first while history keeps them; matching running jobs
+ * get a cancel request instead.
  */
-export function* deleteMany(c: SqlContext, filter: JobFilter, limit: number): Operation<number> {
-  const where = filterWhere(filter);
+export function* deleteMany(c: SqlEnv, filter: JobFilter, limit: number): Operation<number> {
+  const matching = filterWhere(filter);
+  // Running jobs are not deleted, nor counted: each gets a cancel request (see `deleteJob`).
+  yield* requestCancel(c, matching);
+  const where = { sql: `${matching.sql} AND "state" <> 'running'`, params: matching.params };
   const ids = yield* batchIds(c, where, limit);
   if (ids.length === 0) return 0;
   const batch = `"id" IN (${marks(ids.length)}) AND ${where.sql}`;
@@ -188,7 +210,7 @@ export function* deleteMany(c: SqlContext, filter: JobFilter, limit: number): Op
   return result.affected;
 }
 
-export function* suspend(c: SqlContext, filter: JobFilter): Operation<number> {
+export function* suspend(c: SqlEnv, filter: JobFilter): Operation<number> {
   const where = filterWhere(filter);
   const result = yield {
     sql: c.d.sql(
@@ -200,7 +222,7 @@ export function* suspend(c: SqlContext, filter: JobFilter): Operation<number> {
   return result.affected;
 }
 
-export function* activate(c: SqlContext, filter: JobFilter): Operation<number> {
+export function* activate(c: SqlEnv, filter: JobFilter): Operation<number> {
   const where = filterWhere(filter);
   const result = yield {
     sql: c.d.sql(
@@ -213,7 +235,7 @@ export function* activate(c: SqlContext, filter: JobFilter): Operation<number> {
   return result.affected;
 }
 
-export function* stats(c: SqlContext): Operation<StatsRow[]> {
+export function* stats(c: SqlEnv): Operation<StatsRow[]> {
   const rows = (yield {
     sql: c.d.sql(
       `SELECT "type", "state", COUNT(*) AS n FROM ${c.jobs} GROUP BY "type", "state" ORDER BY "type", "state"`,
@@ -228,19 +250,31 @@ export function* stats(c: SqlContext): Operation<StatsRow[]> {
 }
 
 /** See `JobStore.overdueTypes`. */
+/** Due waiting rows `overdueTypes` looks at, oldest first. */
+const OVERDUE_SCAN = 10_000;
+
 export function* overdueTypes(
-  c: SqlContext,
+  c: SqlEnv,
   request: { excludeTypes: readonly string[]; dueBefore: Date; limit: number },
 ): Operation<OverdueType[]> {
   const exclude =
     request.excludeTypes.length > 0
-      ? ` AND "type" NOT IN (${marks(request.excludeTypes.length)})`
+      ? ` WHERE w."type" NOT IN (${marks(request.excludeTypes.length)})`
       : '';
+  // Only the oldest due waiting rows are looked at (read in due order from the due index): the
+  // check costs the same on a table of a million, and jobs nobody runs only grow older, so they
+  // come to the front of that window.
+  const order = c.d.dueOrder;
+  const oldest = order
+    ? `SELECT j."type", j."due_at" FROM ${order.from} WHERE ${order.waiting} AND j."due_at" <= ?
+        ORDER BY j."due_at" LIMIT ${OVERDUE_SCAN}`
+    : `SELECT "type", "due_at" FROM ${c.jobs} WHERE "state" IN ('timer', 'async') AND "due_at" <= ?
+        ORDER BY "due_at" LIMIT ${OVERDUE_SCAN}`;
   const rows = (yield {
     sql: c.d.sql(
-      `SELECT "type", COUNT(*) AS n, MIN(${c.d.timeText('"due_at"')}) AS oldest FROM ${c.jobs}
-          WHERE "state" IN ('timer', 'async') AND "due_at" <= ?${exclude}
-          GROUP BY "type" ORDER BY oldest LIMIT ?`,
+      `SELECT w."type", COUNT(*) AS n, MIN(${c.d.timeText('w."due_at"')}) AS oldest
+          FROM (${oldest}) w${exclude}
+          GROUP BY w."type" ORDER BY oldest LIMIT ?`,
     ),
     params: [c.d.time(request.dueBefore), ...request.excludeTypes, request.limit],
   }).rows;
@@ -256,7 +290,7 @@ export function* overdueTypes(
  * and groups only those rows: the cost is bounded whatever the table's size.
  */
 export function* queueStats(
-  c: SqlContext,
+  c: SqlEnv,
   options: { newest?: number } = {},
 ): Operation<QueueStatsRow[]> {
   const newest = options.newest;
@@ -284,7 +318,7 @@ export function* queueStats(
 }
 
 /** See `JobStore.estimateJobs`: the dialect's statistics read, or null where it has none. */
-export function* estimateJobs(c: SqlContext): Operation<number | null> {
+export function* estimateJobs(c: SqlEnv): Operation<number | null> {
   if (!c.d.estimateJobs) return null;
   const n = (yield c.d.estimateJobs).rows[0]?.n;
   const estimate = n === null || n === undefined ? Number.NaN : Number(n);

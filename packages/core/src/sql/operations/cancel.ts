@@ -10,16 +10,20 @@ import type { CancelOutcome, JobCompletion, SettleResult } from '../../store.js'
 import { isJobId } from '../dialect.js';
 import type { Operation } from '../executor.js';
 import { durationOf } from '../history-rows.js';
-import type { SqlContext } from './context.js';
+import type { SqlEnv } from './env.js';
 import { copyToHistory } from './history.js';
 
 /** Locks the row a read returns until the transaction ends, where writers are not serialised anyway. */
-function lockSuffix(c: SqlContext): string {
-  return c.d.lockSkipLocked ? ' FOR UPDATE' : '';
+function lockSuffix(c: SqlEnv): string {
+  return c.d.forUpdate;
 }
 
 /** A cancelled job's history record (while history keeps cancelled jobs), then its deletion. */
-function* removeCancelled(c: SqlContext, id: string, durationMs: number | null): Operation<void> {
+export function* removeCancelled(
+  c: SqlEnv,
+  id: string,
+  durationMs: number | null,
+): Operation<void> {
   if (keepsOutcome(c.historySettings.keep, 'cancelled')) {
     // The duration is a whole number the engine measured (or null): written as a literal, so
     // no database has to guess a parameter's type inside INSERT … SELECT.
@@ -35,7 +39,7 @@ function* removeCancelled(c: SqlContext, id: string, durationMs: number | null):
 }
 
 /** See `JobStore.cancel`. Runs in a transaction. */
-export function* cancel(c: SqlContext, id: string): Operation<CancelOutcome> {
+export function* cancel(c: SqlEnv, id: string): Operation<CancelOutcome> {
   if (!isJobId(id)) return 'not-found';
   const row = (yield {
     sql: c.d.sql(`SELECT "state" FROM ${c.jobs} WHERE "id" = ?${lockSuffix(c)}`),
@@ -63,10 +67,7 @@ export function* cancel(c: SqlContext, id: string): Operation<CancelOutcome> {
  * See `JobStore.cancelHeld`. Runs in a transaction: each held row is locked, copied to history,
  * then deleted. Cancellations are rare, so one job at a time keeps it the same on every database.
  */
-export function* cancelHeld(
-  c: SqlContext,
-  refs: readonly JobCompletion[],
-): Operation<SettleResult> {
+export function* cancelHeld(c: SqlEnv, refs: readonly JobCompletion[]): Operation<SettleResult> {
   const lost: string[] = [];
   for (const ref of refs) {
     const held =

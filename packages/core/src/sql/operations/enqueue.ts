@@ -6,12 +6,9 @@ import { StoreError } from '../../errors.js';
 import type { EnqueueResult, Job, NewJob } from '../../store.js';
 import type { Operation } from '../executor.js';
 import { dueTime, isLimited, newJobValues, readTime, rowToJob, type SqlValue } from '../rows.js';
-import type { SqlContext } from './context.js';
+import type { SqlEnv } from './env.js';
 
-/** Rows per multi-row insert: well under every driver's parameter limit (SQLite: 32,766). */
-const INSERT_CHUNK = 500;
-
-export function* now(c: SqlContext): Operation<Date> {
+export function* now(c: SqlEnv): Operation<Date> {
   if (c.d.clockNow) return c.d.clockNow();
   const row = (yield { sql: `SELECT ${c.d.timeText(c.d.now)} AS now`, params: [] }).rows[0];
   return readTime(row?.now);
@@ -23,7 +20,7 @@ export function* now(c: SqlContext): Operation<Date> {
  * (see `changeHolder`). Runs inside one transaction (the caller's or the store's), so a rollback
  * undoes all of it, the wake-up included.
  */
-export function* enqueue(c: SqlContext, jobs: readonly NewJob[]): Operation<EnqueueResult[]> {
+export function* enqueue(c: SqlEnv, jobs: readonly NewJob[]): Operation<EnqueueResult[]> {
   return jobs.some(changesHolder) ? yield* insertOrChange(c, jobs) : yield* insertAll(c, jobs);
 }
 
@@ -34,7 +31,7 @@ export function limitedScopes(jobs: readonly NewJob[]): string[] {
     .map((job) => job.scope as string);
 }
 
-function* insertOrChange(c: SqlContext, jobs: readonly NewJob[]): Operation<EnqueueResult[]> {
+function* insertOrChange(c: SqlEnv, jobs: readonly NewJob[]): Operation<EnqueueResult[]> {
   const at = yield* now(c);
   const out: (EnqueueResult | undefined)[] = new Array(jobs.length);
   let changed = false;
@@ -49,13 +46,19 @@ function* insertOrChange(c: SqlContext, jobs: readonly NewJob[]): Operation<Enqu
     }).rows[0];
     if (!seen) continue;
     // Row locks where the database has them; SQLite's transaction holds its one write lock.
-    const forUpdate = c.d.lockSkipLocked ? ' FOR UPDATE' : '';
+    const forUpdate = c.d.forUpdate;
     const row = (yield {
       sql: c.d.sql(`SELECT ${c.d.jobColumns()} FROM ${c.jobs} WHERE "id" = ?${forUpdate}`),
       params: [seen.id],
     }).rows[0];
     if (!row) continue; // finished meanwhile: inserted below
     const holder = rowToJob(row);
+    if (holder.state === 'running') {
+      // Its handler has the payload already: the change runs after it (a follow-up).
+      yield* queueFollowup(c, job, holder.id, at);
+      out[i] = { job: holder, created: false };
+      continue;
+    }
     if (holder.state !== 'timer' && holder.state !== 'async' && holder.state !== 'blocked') {
       out[i] = { job: holder, created: false };
       continue;
@@ -91,7 +94,7 @@ function* insertOrChange(c: SqlContext, jobs: readonly NewJob[]): Operation<Enqu
 }
 
 /** A keyed job whose `keyMode` changes a waiting holder (`replace`, `debounce`). */
-function changesHolder(job: NewJob): boolean {
+export function changesHolder(job: NewJob): boolean {
   return job.key !== null && (job.keyMode ?? 'keep') !== 'keep';
 }
 
@@ -100,7 +103,9 @@ function changesHolder(job: NewJob): boolean {
  * payload and the later of the two due times (`debounce`); returns it as it is now (running,
  * when an engine took it first), or null when it finished meanwhile.
  */
-function* changeHolder(c: SqlContext, job: NewJob, id: string, at: Date): Operation<Job | null> {
+function* changeHolder(c: SqlEnv, job: NewJob, id: string, at: Date): Operation<Job | null> {
+  // The waiting holder carries the latest change now: a follow-up queued while it ran is moot.
+  yield { sql: c.d.sql(`DELETE FROM ${c.followups} WHERE "job_key" = ?`), params: [job.key] };
   const due = c.d.time(dueTime(job, at));
   const state = dueTime(job, at).getTime() > at.getTime() ? 'timer' : 'async';
   const payload = JSON.stringify(job.payload === undefined ? null : job.payload);
@@ -125,69 +130,44 @@ function* changeHolder(c: SqlContext, job: NewJob, id: string, at: Date): Operat
   return row ? rowToJob(row) : null;
 }
 
-/** Inserts the jobs; a held key returns its holder (`created: false`). */
-function* insertAll(c: SqlContext, jobs: readonly NewJob[]): Operation<EnqueueResult[]> {
-  if (jobs.length === 0) return [];
-  if (c.d.enqueueJobs) return yield* c.d.enqueueJobs(jobs, c.notify);
-  if (!c.d.insertJobs || !c.d.insertJob) {
-    throw new StoreError(`[${c.label}] enqueue: the dialect has no enqueueJobs nor insertJobs`);
-  }
-  const insertJobs = c.d.insertJobs.bind(c.d);
-  const insertJob = c.d.insertJob.bind(c.d);
-  const at = yield* now(c);
-  const results: EnqueueResult[] = [];
-  const encode = { time: c.d.time, bool: c.d.bool };
-  const keys = [
-    ...new Set(jobs.map((job) => job.key).filter((k): k is string => typeof k === 'string')),
-  ];
-  if (keys.length > 1) {
-    const lock = c.d.lockKeys?.(keys.sort()) ?? null;
-    if (lock) yield lock;
-  }
-  let run: NewJob[] = [];
-  function* flush(): Operation<void> {
-    if (run.length === 0) return;
-    const rows = yield* insertJobs(run.map((job) => newJobValues(job, at, encode)));
-    if (rows.length !== run.length) {
-      throw new StoreError(
-        `[${c.label}] enqueue: inserted ${run.length} jobs but read back ${rows.length}`,
-      );
-    }
-    for (const row of rows) results.push({ job: rowToJob(row), created: true });
-    run = [];
-  }
-  for (const job of jobs) {
-    if ((job.key ?? null) === null) {
-      run.push(job);
-      if (run.length >= INSERT_CHUNK) yield* flush();
-      continue;
-    }
-    yield* flush();
-    results.push(yield* enqueueKeyed(c, insertJob, job, at, encode));
-  }
-  yield* flush();
-  if (c.notify && results.some((r) => r.created)) yield c.notify;
-  return results;
+/** A change kept for a running holder: its `NewJob` fields, the due time absolute (epoch ms). */
+interface FollowupJob extends Omit<NewJob, 'dueAt' | 'delayMs'> {
+  dueAt: number;
 }
 
-function* enqueueKeyed(
-  c: SqlContext,
-  insertJob: NonNullable<SqlContext['d']['insertJob']>,
-  job: NewJob,
-  at: Date,
-  encode: { time: (d: Date) => SqlValue; bool: (b: boolean) => SqlValue },
-): Operation<EnqueueResult> {
-  // A key conflict returns the holder; if the holder finished meanwhile, insert again.
-  for (let attempt = 0; attempt < 5; attempt++) {
-    const inserted = yield* insertJob(newJobValues(job, at, encode));
-    if (inserted) return { job: rowToJob(inserted), created: true };
-    const holder = (yield {
-      sql: c.d.sql(
-        `SELECT ${c.d.jobColumns()} FROM ${c.jobs} WHERE "job_key" = ?${c.d.latestRead}`,
-      ),
+/**
+ * Keeps `job` (a `replace`/`debounce` change) as the follow-up of the running holder `holderId`
+ * of its key: the latest change wins, and `debounce` keeps the later of the two due times. The
+ * holder's row is locked by the caller, so concurrent changes of one key queue on it.
+ */
+function* queueFollowup(c: SqlEnv, job: NewJob, holderId: string, at: Date): Operation<void> {
+  let due = dueTime(job, at).getTime();
+  if (job.keyMode === 'debounce') {
+    const earlier = (yield {
+      sql: c.d.sql(`SELECT "job" FROM ${c.followups} WHERE "job_key" = ?`),
       params: [job.key],
     }).rows[0];
-    if (holder) return { job: rowToJob(holder), created: false };
+    if (earlier) due = Math.max(due, fromFollowup(earlier.job).dueAt?.getTime() ?? due);
   }
-  throw new StoreError(`[${c.label}] enqueue: key ${JSON.stringify(job.key)} kept changing hands`);
+  const { dueAt: _, delayMs: __, ...fields } = job;
+  const stored: FollowupJob = { ...fields, dueAt: due };
+  yield { sql: c.d.sql(`DELETE FROM ${c.followups} WHERE "job_key" = ?`), params: [job.key] };
+  yield {
+    sql: c.d.sql(
+      `INSERT INTO ${c.followups} ("job_key", "holder_id", "job", "created_at") VALUES (?, ?, ?, ?)`,
+    ),
+    params: [job.key, holderId, JSON.stringify(stored), c.d.time(at)],
+  };
+}
+
+/** The change a follow-up row keeps (its `job` column, JSON text or parsed), as a `NewJob`. */
+export function fromFollowup(value: unknown): NewJob {
+  const stored = (typeof value === 'string' ? JSON.parse(value) : value) as FollowupJob;
+  return { ...stored, dueAt: new Date(stored.dueAt), delayMs: 0 };
+}
+
+/** Inserts the jobs by the dialect's `enqueue`; a held key returns its holder (`created: false`). */
+function* insertAll(c: SqlEnv, jobs: readonly NewJob[]): Operation<EnqueueResult[]> {
+  if (jobs.length === 0) return [];
+  return yield* c.d.ops.enqueue.run(c, jobs);
 }

@@ -22,15 +22,15 @@ import {
   rowToHistory,
 } from '../history-rows.js';
 import { readBool } from '../rows.js';
-import type { SqlContext } from './context.js';
+import type { SqlEnv } from './env.js';
 
 /** History keeps completed jobs: completions write records. */
-export function keepsCompleted(c: SqlContext): boolean {
+export function keepsCompleted(c: SqlEnv): boolean {
   return keepsOutcome(c.historySettings.keep, 'completed');
 }
 
 /** History keeps jobs deleted from the dead-letter area. */
-export function keepsDeadletter(c: SqlContext): boolean {
+export function keepsDeadletter(c: SqlEnv): boolean {
   return keepsOutcome(c.historySettings.keep, 'deadletter');
 }
 
@@ -39,7 +39,7 @@ export function keepsDeadletter(c: SqlContext): boolean {
  * now` in shared SQL; the caller appends `FROM … j …`. `result`/`duration` are SQL expressions.
  */
 export function copyToHistory(
-  c: SqlContext,
+  c: SqlEnv,
   outcome: HistoryOutcome,
   result = 'NULL',
   duration = 'NULL',
@@ -47,38 +47,8 @@ export function copyToHistory(
   return historyInsert(c.history, 'j', `'${outcome}'`, result, duration, c.d.now);
 }
 
-/**
- * Writes the records of completed jobs `held` (ids whose rows this transaction has locked),
- * each with its own result and duration: one INSERT … SELECT joined to the values. The shared
- * way, for databases without `Dialect.completeHeldWithHistory` (MySQL/MariaDB).
- */
-export function* recordCompleted(
-  c: SqlContext,
-  done: readonly JobCompletion[],
-  held: readonly string[],
-): Operation<void> {
-  if (held.length === 0) return;
-  const byId = new Map(done.map((ref) => [ref.id, ref]));
-  const values = held.map((id) => {
-    const ref = byId.get(id);
-    return [id, ref?.resultJson ?? null, durationOf(ref)];
-  });
-  const rows = values
-    .map((_, i) =>
-      i === 0 ? 'SELECT ? AS "id", ? AS "result", ? AS "duration_ms"' : 'SELECT ?, ?, ?',
-    )
-    .join(' UNION ALL ');
-  yield {
-    sql: c.d.sql(
-      `${copyToHistory(c, 'completed', 'r."result"', 'r."duration_ms"')}
-        FROM ${c.jobs} j JOIN (${rows}) r ON j."id" = r."id" WHERE j."id" IN (${marks(held.length)})`,
-    ),
-    params: [...values.flat(), ...held],
-  };
-}
-
 /** Select list of history rows, as `rowToHistory` reads them. */
-function historyColumns(c: SqlContext): string {
+function historyColumns(c: SqlEnv): string {
   return HISTORY_COLUMN_NAMES.map((name) => {
     const column = `"${name}"`;
     if (HISTORY_TIME_COLUMNS.has(name)) return `${c.d.timeText(column)} AS "${name}"`;
@@ -88,7 +58,7 @@ function historyColumns(c: SqlContext): string {
   }).join(', ');
 }
 
-export function* getHistory(c: SqlContext, id: string): Operation<JobHistoryRecord | null> {
+export function* getHistory(c: SqlEnv, id: string): Operation<JobHistoryRecord | null> {
   if (!isJobId(id)) return null;
   const row = (yield {
     sql: c.d.sql(`SELECT ${historyColumns(c)} FROM ${c.history} WHERE "id" = ?`),
@@ -97,9 +67,26 @@ export function* getHistory(c: SqlContext, id: string): Operation<JobHistoryReco
   return row ? rowToHistory(row) : null;
 }
 
+/** See `JobStore.amendHistory`: the final result and duration of a job completed in a handler's transaction. */
+export function* amendHistory(
+  c: SqlEnv,
+  id: string,
+  resultJson: string | null,
+  durationMs: number,
+): Operation<boolean> {
+  if (!isJobId(id)) return false;
+  const result = yield {
+    sql: c.d.sql(
+      `UPDATE ${c.history} SET "result" = ?, "duration_ms" = ? WHERE "id" = ? AND "outcome" = 'completed'`,
+    ),
+    params: [resultJson, Math.max(0, Math.round(durationMs)), id],
+  };
+  return result.affected > 0;
+}
+
 /** Newest first by (finished_at, id), after the keyset position; see `JobStore.listHistory`. */
 export function* listHistory(
-  c: SqlContext,
+  c: SqlEnv,
   request: ListHistoryRequest,
 ): Operation<JobHistoryRecord[]> {
   const parts: string[] = [];
@@ -143,7 +130,7 @@ export function* listHistory(
  * first, under the dialect's pruning lock; null when another process holds it.
  */
 export function* pruneHistory(
-  c: SqlContext,
+  c: SqlEnv,
   retentionMs: number,
   limit: number,
 ): Operation<number | null> {

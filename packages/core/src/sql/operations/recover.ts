@@ -1,46 +1,37 @@
-/** Recovery of expired leases (crash, OOM, stalled owner): requeue with a retry fewer, or deadletter. */
+/**
+ * Recovery of expired leases (crash, OOM, stalled owner), see `JobStore.recoverExpiredLeases`:
+ * a job whose handler started is requeued with a retry fewer, or dead-lettered; one whose
+ * handler never started (`started_at` null: prefetched by an owner that died) goes back with
+ * its attempt given back; one an operator cancelled ends cancelled (`recoverCancelled`).
+ */
 import type { RecoverResult } from '../../store.js';
-import { marks } from '../dialect.js';
 import type { Operation } from '../executor.js';
-import { LEASE_EXPIRED_MESSAGE } from '../rows.js';
-import type { SqlContext } from './context.js';
+import { removeCancelled } from './cancel.js';
+import type { SqlEnv } from './env.js';
 
-export function* recoverExpiredLeases(c: SqlContext, limit: number): Operation<RecoverResult> {
-  if (c.d.recoverExpiredLeases) return yield* c.d.recoverExpiredLeases(limit, c.notify);
-  const expired = (yield {
+/**
+ * Ends the lapsed leases of cancel-requested jobs: each is deleted as cancelled (history
+ * outcome `cancelled`, no duration: its owner died before it said how long it ran), never
+ * requeued. Runs in a transaction; such jobs are rare, so one at a time.
+ */
+export function* recoverCancelled(c: SqlEnv, limit: number): Operation<string[]> {
+  const rows = (yield {
     sql: c.d.sql(
-      `SELECT "id", "retries_left" FROM ${c.jobs} WHERE "state" = 'running' AND "lock_expires_at" <= ${c.d.now}
-          ORDER BY "lock_expires_at" LIMIT ?${c.d.lockSkipLocked}`,
+      `SELECT "id" FROM ${c.jobs} WHERE "state" = 'running' AND "lock_expires_at" <= ${c.d.now}
+          AND "cancel_requested" = ${c.d.TRUE} ORDER BY "lock_expires_at" LIMIT ?${c.d.lockSkipLocked}`,
     ),
     params: [limit],
   }).rows;
-  if (expired.length === 0) return { requeued: [], deadlettered: [] };
-  const requeue = expired.filter((r) => Number(r.retries_left) > 0).map((r) => String(r.id));
-  const dead = expired.filter((r) => Number(r.retries_left) <= 0).map((r) => String(r.id));
-  const result: RecoverResult = { requeued: [], deadlettered: [] };
-  const clear = `"lock_owner" = NULL, "lock_expires_at" = NULL, "lock_token" = NULL,
-      "last_error_message" = ?, "last_error_stack" = NULL`;
-  // The expiry is checked again in the UPDATE: a renewal that won the race keeps its job.
-  const still = `"state" = 'running' AND "lock_expires_at" <= ${c.d.now}`;
-  for (const [ids, set, out] of [
-    [requeue, `"state" = 'async', "retries_left" = "retries_left" - 1`, result.requeued],
-    [dead, `"state" = 'deadletter'`, result.deadlettered],
-  ] as const) {
-    if (ids.length === 0) continue;
-    const sql = `UPDATE ${c.jobs} SET ${set}, ${clear} WHERE "id" IN (${marks(ids.length)}) AND ${still}`;
-    if (c.d.returning) {
-      const rows = (yield {
-        sql: c.d.sql(`${sql} RETURNING "id"`),
-        params: [LEASE_EXPIRED_MESSAGE, ...ids],
-      }).rows;
-      out.push(...rows.map((row) => String(row.id)));
-    } else {
-      // Rows are locked (read above in this transaction), so the check cannot change under us.
-      yield { sql: c.d.sql(sql), params: [LEASE_EXPIRED_MESSAGE, ...ids] };
-      out.push(...ids);
-    }
+  const cancelled: string[] = [];
+  for (const row of rows) {
+    const id = String(row.id);
+    yield* removeCancelled(c, id, null);
+    cancelled.push(id);
   }
-  // Requeued jobs are acquirable again: wake every engine, not only the one that recovered them.
-  if (c.notify && result.requeued.length > 0) yield c.notify;
-  return result;
+  return cancelled;
+}
+
+/** Requeues (or dead-letters) jobs whose lease lapsed, by the dialect's `recover`. */
+export function* recoverExpiredLeases(c: SqlEnv, limit: number): Operation<RecoverResult> {
+  return yield* c.d.ops.recover.run(c, limit);
 }

@@ -12,10 +12,10 @@ import type {
 } from '../../store.js';
 import type { Operation } from '../executor.js';
 import { rowToSchedule } from '../rows.js';
-import type { SqlContext } from './context.js';
 import { enqueue } from './enqueue.js';
+import type { SqlEnv } from './env.js';
 
-export function* getSchedule(c: SqlContext, name: string): Operation<ScheduleRecord | null> {
+export function* getSchedule(c: SqlEnv, name: string): Operation<ScheduleRecord | null> {
   const row = (yield {
     sql: c.d.sql(`SELECT ${c.d.scheduleColumns} FROM ${c.schedules} WHERE "name" = ?`),
     params: [name],
@@ -24,7 +24,7 @@ export function* getSchedule(c: SqlContext, name: string): Operation<ScheduleRec
 }
 
 export function* saveSchedule(
-  c: SqlContext,
+  c: SqlEnv,
   request: SaveScheduleRequest,
 ): Operation<ScheduleRecord | null> {
   const spec = JSON.stringify(request.spec);
@@ -77,7 +77,7 @@ export function* saveSchedule(
   return record;
 }
 
-export function* listSchedules(c: SqlContext): Operation<ScheduleRecord[]> {
+export function* listSchedules(c: SqlEnv): Operation<ScheduleRecord[]> {
   const rows = (yield {
     sql: c.d.sql(`SELECT ${c.d.scheduleColumns} FROM ${c.schedules} ORDER BY "name"`),
     params: [],
@@ -85,7 +85,7 @@ export function* listSchedules(c: SqlContext): Operation<ScheduleRecord[]> {
   return rows.map(rowToSchedule);
 }
 
-export function* deleteSchedule(c: SqlContext, name: string): Operation<boolean> {
+export function* deleteSchedule(c: SqlEnv, name: string): Operation<boolean> {
   const result = yield {
     sql: c.d.sql(`DELETE FROM ${c.schedules} WHERE "name" = ?`),
     params: [name],
@@ -94,7 +94,7 @@ export function* deleteSchedule(c: SqlContext, name: string): Operation<boolean>
 }
 
 export function* setSchedulePaused(
-  c: SqlContext,
+  c: SqlEnv,
   name: string,
   paused: boolean,
 ): Operation<ScheduleRecord | null> {
@@ -108,7 +108,7 @@ export function* setSchedulePaused(
 }
 
 /** Unpaused schedules with `nextAt <= now`, or with a pending misfire. */
-export function* dueSchedules(c: SqlContext, limit: number): Operation<ScheduleRecord[]> {
+export function* dueSchedules(c: SqlEnv, limit: number): Operation<ScheduleRecord[]> {
   const rows = (yield {
     sql: c.d.sql(
       `SELECT ${c.d.scheduleColumns} FROM ${c.schedules}
@@ -120,15 +120,19 @@ export function* dueSchedules(c: SqlContext, limit: number): Operation<ScheduleR
   return rows.map(rowToSchedule);
 }
 
-export function* fireSchedule(c: SqlContext, fire: ScheduleFire): Operation<ScheduleFireResult> {
-  // Compare-and-set first: the row lock it takes serialises racing fires of one schedule.
+export function* fireSchedule(c: SqlEnv, fire: ScheduleFire): Operation<ScheduleFireResult> {
+  // Compare-and-set first: the row lock it takes serialises racing fires of one schedule. A
+  // fire not yet due on the database's clock changes nothing, whatever the caller's clock says.
   const next = fire.nextAt ? c.d.time(fire.nextAt) : null;
+  const due = fire.dueAt ? ` AND ${c.d.now} >= ?` : '';
   const claimed = yield {
     sql: c.d.sql(
       `UPDATE ${c.schedules} SET "version" = "version" + 1, "next_at" = ?, "updated_at" = ${c.d.now}
-          WHERE "name" = ? AND "version" = ?`,
+          WHERE "name" = ? AND "version" = ?${due}`,
     ),
-    params: [next, fire.name, fire.version],
+    params: fire.dueAt
+      ? [next, fire.name, fire.version, c.d.time(fire.dueAt)]
+      : [next, fire.name, fire.version],
   };
   if (claimed.affected === 0) return { status: 'conflict', jobs: [] };
   if (fire.overlap !== 'allow') {

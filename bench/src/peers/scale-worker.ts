@@ -1,0 +1,64 @@
+/**
+ * One idle node of `pnpm bench scale` (`../scale.ts`): an engine on a `PostgresJobStore` of its
+ * own that runs `ping` jobs (payload `{ t }`, the enqueuer's `Date.now()`) and reports each
+ * one's pickup (`started`, ms from enqueue to handler start; same machine, same clock). Answers
+ * `count` with the statements it has sent so far (every `pg` `Client#query`, the LISTEN
+ * connection's included).
+ *
+ * Protocol (harness `serveWorker`): start → `ready`; `count` → `counted`; `stop` → result.
+ */
+import { JobEngine, silentLogger } from '@jobs/core';
+import { PostgresJobStore, type WakeUps } from '@jobs/postgres';
+import pg from 'pg';
+import { serveWorker } from '../harness.js';
+
+export interface ScaleWorkerArgs {
+  url: string;
+  schema: string;
+  wakeUps: WakeUps;
+  index: number;
+}
+
+let queries = 0;
+const clientQuery = pg.Client.prototype.query;
+pg.Client.prototype.query = function countedQuery(this: pg.Client, ...args: unknown[]) {
+  queries++;
+  return (clientQuery as (...a: unknown[]) => unknown).apply(this, args);
+} as typeof clientQuery;
+
+serveWorker<ScaleWorkerArgs, { statements: number }>(async (args, io) => {
+  const store = new PostgresJobStore({
+    connectionString: args.url,
+    schema: args.schema,
+    wakeUps: args.wakeUps,
+    max: 4,
+  });
+  const engine = new JobEngine({
+    store,
+    owner: `scale-${args.index}`,
+    concurrency: 2,
+    logger: silentLogger,
+    handlers: {
+      ping: async (job) => {
+        const { t } = job.payload as { t: number };
+        io.send('started', { ms: Date.now() - t, node: args.index });
+      },
+    },
+  });
+  await engine.start();
+  await store.listening();
+  io.send('ready');
+  let stopped = false;
+  const answer = async (): Promise<void> => {
+    while (!stopped) {
+      await io.waitFor('count');
+      io.send('counted', queries);
+    }
+  };
+  void answer();
+  await io.waitFor('stop');
+  stopped = true;
+  await engine.stop();
+  await store.close();
+  return { statements: queries };
+});

@@ -1,0 +1,3 @@
+-- PostgreSQL schema, version 10: names compare exactly. Nothing to do here: text columns
+-- compare byte for byte already. MySQL/MariaDB's 0010 moves its tables to a NO PAD collation,
+-- so the key `invoice-7 ` no longer finds `invoice-7`; the versions stay alike on every database.

@@ -1,0 +1,3 @@
+-- SQLite schema, version 10: names compare exactly. Nothing to do here: TEXT columns (the BINARY collation)
+-- compare byte for byte already. MySQL/MariaDB's 0010 moves its tables to a NO PAD collation,
+-- so the key `invoice-7 ` no longer finds `invoice-7`; the versions stay alike on every database.

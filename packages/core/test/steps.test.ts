@@ -1,0 +1,137 @@
+/**
+ * `ctx.step` in the engine (the stores' side is the conformance `steps` group): names and
+ * their counter, steps run side by side all recorded, clear errors on a store without steps or
+ * without transactions, and the step list kept in history.
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  type Job,
+  type JobContext,
+  type JobStore,
+  JobsError,
+  MAX_STEP_RESULT_BYTES,
+  MAX_STEPS_BYTES,
+  MemoryJobStore,
+  ValidationError,
+} from '../src/index.js';
+import { engine, waitFor } from './helpers.js';
+
+const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+
+/** Runs one job of type `work` with `handler` to its end; returns what it threw, if anything. */
+async function runOnce(
+  store: JobStore,
+  handler: (job: Job, ctx: JobContext) => Promise<unknown>,
+): Promise<{ id: string; error: unknown }> {
+  let error: unknown;
+  const e = engine({
+    store,
+    logger: quiet,
+    handlers: {
+      work: async (job: Job, ctx: JobContext) => {
+        try {
+          return await handler(job, ctx);
+        } catch (thrown) {
+          error = thrown;
+          throw thrown;
+        }
+      },
+    },
+  });
+  await e.start();
+  const job = await e.enqueue('work', {}, { retries: 0 });
+  await waitFor(async () => {
+    const read = await store.getJob(job.id);
+    return read === null || read.state === 'deadletter';
+  }, 'the job to end');
+  return { id: job.id, error };
+}
+
+describe('ctx.step', () => {
+  it('steps run side by side (Promise.all) are each recorded once, in the order they finished', async () => {
+    const store = new MemoryJobStore();
+    store.history.configure({ keep: 'all', retentionMs: 60_000 });
+    const { id, error } = await runOnce(store, async (_job, ctx) => {
+      const slow = ctx.step('slow', () => new Promise((r) => setTimeout(() => r('s'), 30)));
+      const fast = ctx.step('fast', () => 'f');
+      const again = ctx.step('fast', () => 'f2');
+      return Promise.all([slow, fast, again]);
+    });
+    expect(error).toBeUndefined();
+    const record = await store.history.get(id);
+    expect(record?.result).toEqual(['s', 'f', 'f2']);
+    expect(record?.steps?.map((s) => [s.name, s.result])).toEqual([
+      ['fast', 'f'],
+      ['fast#2', 'f2'],
+      ['slow', 's'],
+    ]);
+    for (const step of record?.steps ?? []) {
+      expect(step.at).toBeInstanceOf(Date);
+      expect(step.durationMs).toBeGreaterThanOrEqual(0);
+    }
+  });
+
+  it("refuses the step that would make the job's step list larger than MAX_STEPS_BYTES; the ones before it stay", async () => {
+    const store = new MemoryJobStore();
+    const chunk = 'x'.repeat(MAX_STEP_RESULT_BYTES - 2);
+    const fit = Math.floor(MAX_STEPS_BYTES / MAX_STEP_RESULT_BYTES) - 1;
+    const { id, error } = await runOnce(store, async (_job, ctx) => {
+      for (let i = 0; i <= fit + 1; i++) await ctx.step(`part-${i}`, () => chunk);
+    });
+    expect(error).toBeInstanceOf(ValidationError);
+    expect((error as Error).message).toMatch(/step "part-\d+"/);
+    expect((error as Error).message).toMatch(/MAX_STEPS_BYTES/);
+    const kept = (await store.getJob(id))?.steps ?? [];
+    expect(kept.length).toBeGreaterThanOrEqual(fit);
+    expect(kept.length).toBeLessThanOrEqual(fit + 1);
+  });
+
+  it("refuses a name that is empty, has a '#' or a character no store keeps, before running anything", async () => {
+    const store = new MemoryJobStore();
+    let ran = 0;
+    for (const name of ['', 'a#2', 'a\u0000b', 'x'.repeat(201)]) {
+      const { id, error } = await runOnce(store, async (_job, ctx) => ctx.step(name, () => ran++));
+      expect(error).toBeInstanceOf(ValidationError);
+      expect((await store.getJob(id))?.steps).toEqual([]);
+    }
+    expect(ran).toBe(0);
+  });
+
+  it('says so clearly on a store without steps, and for transaction: true on a store without transactions', async () => {
+    const plain = new MemoryJobStore();
+    const noSteps = Object.assign(Object.create(plain) as MemoryJobStore, { steps: undefined });
+    let ran = 0;
+    const withoutSteps = await runOnce(noSteps, async (_job, ctx) => ctx.step('a', () => ran++));
+    expect(withoutSteps.error).toBeInstanceOf(JobsError);
+    expect((withoutSteps.error as Error).message).toMatch(/keeps no steps \(it has no `steps`\)/);
+    const store = new MemoryJobStore();
+    const withoutTx = await runOnce(store, async (_job, ctx) =>
+      ctx.step('charge', () => ran++, { transaction: true }),
+    );
+    expect((withoutTx.error as Error).message).toMatch(/no transactions for steps \(step "charge"/);
+    expect(ran).toBe(0);
+  });
+
+  it("a step after the run's signal was aborted (its time limit) does not run", async () => {
+    const store = new MemoryJobStore();
+    let ran = 0;
+    const e = engine({
+      store,
+      logger: quiet,
+      handlers: {
+        work: {
+          timeoutMs: 20,
+          handler: async (_job: Job, ctx: JobContext) => {
+            await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve));
+            await ctx.step('late', () => ran++);
+          },
+        },
+      },
+    });
+    await e.start();
+    const job = await e.enqueue('work', {}, { retries: 0 });
+    await waitFor(async () => (await store.getJob(job.id))?.state === 'deadletter', 'deadletter');
+    expect(ran).toBe(0);
+    expect((await store.getJob(job.id))?.steps).toEqual([]);
+  });
+});

@@ -1,0 +1,10 @@
+export type { WorkerClientConfig } from './auth.js';
+export { openApiDocument } from './openapi.js';
+export type { Problem, ProblemKind } from './problems.js';
+export {
+  createWorkerApi,
+  WORKER_API_ROUTES,
+  type WorkerApi,
+  type WorkerApiOptions,
+  type WorkerApiRoute,
+} from './worker-api.js';

@@ -1,0 +1,850 @@
+/**
+ * `createWorkerApi`: external workers over HTTP (Flowable's external worker jobs). A worker in
+ * any language acquires jobs of its types with a lease, extends the lease while it works
+ * (learning of cancel requests), and completes, fails or releases each job — every call after
+ * acquire naming the lease's fencing token, so a worker whose lease lapsed changes nothing
+ * (DESIGN invariant 24). The API needs no engine: an acquire recovers lapsed leases itself.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import {
+  assertKnownOptions,
+  consoleLogger,
+  DEFAULT_RETRY_POLICY,
+  durationToMs,
+  type HistoryKeep,
+  historyResultJson,
+  isJobId,
+  type Job,
+  type JobCompletion,
+  type JobFailure,
+  type JobRef,
+  type JobStore,
+  type Logger,
+  MAX_PROGRESS_BYTES,
+  parseDuration,
+  parseRetryPolicy,
+  type RetryPolicy,
+  recordableError,
+  refOf,
+  retryDelayMs,
+  StoreSyncedClock,
+} from '@jobs/core';
+import {
+  type AuthorizedClient,
+  createAuthenticator,
+  MAX_ACQUIRE,
+  type WorkerClientConfig,
+} from './auth.js';
+import {
+  boolField,
+  DEFAULT_MAX_BODY_BYTES,
+  type Incoming,
+  intField,
+  knownFields,
+  readJsonBody,
+  readRequestText,
+  stringField,
+  tooLarge,
+} from './body.js';
+import { WorkerApiMetrics } from './metrics.js';
+import { openApiDocument } from './openapi.js';
+import { jsonReply, ProblemError, problemReply, type Reply, toResponse } from './problems.js';
+import { settleBatches } from './settle-batches.js';
+import {
+  admitRateLimited,
+  configureHistory,
+  endCancelled,
+  keepsProgress,
+  keepsRateLimits,
+} from './store-access.js';
+import { Waiters } from './waiters.js';
+
+export type { WorkerClientConfig } from './auth.js';
+
+export interface WorkerApiOptions {
+  /** Any `JobStore`, migrated. */
+  store: JobStore;
+  /** Who may call, each with the job types it may work. */
+  clients: readonly WorkerClientConfig[];
+  /** Path the API is served under, e.g. `/workers`. Default: Express's mount path, else the root. */
+  basePath?: string;
+  /**
+   * Backoff of a failed attempt whose `fail` call gives no `retryInMs`, when the job has no
+   * policy of its own: an ISO-8601 cycle (`R5/PT10M`) or a policy object. Default: the engine's
+   * (exponential from 1 s, doubling, capped at 10 minutes, ±20 % jitter).
+   */
+  retry?: RetryPolicy | string;
+  /** Lease given when an acquire asks for none, in ms. Default 30,000. */
+  defaultLeaseMs?: number;
+  /** Longest lease an acquire or extend may ask for, in ms. Default 600,000 (10 minutes). */
+  maxLeaseMs?: number;
+  /** Longest long-poll (`waitMs`) an acquire may ask for, in ms. Default 60,000. */
+  maxWaitMs?: number;
+  /**
+   * How often a waiting acquire looks again without a wake-up, and how often lapsed leases are
+   * recovered, in ms. Default 1,000 (stores with notifications wake waiters at once anyway).
+   */
+  pollMs?: number;
+  /** Largest request body, in bytes (413 beyond). Default 1 MiB. */
+  maxBodyBytes?: number;
+  /**
+   * Which finished jobs the store's history keeps (`configureHistory`), when no engine on the
+   * same store says so. Absent: left as the store (or an engine) has it.
+   */
+  history?: { keep: HistoryKeep; retention?: string };
+  /**
+   * Rate limits by job type: at most `max` starts per `perMs` window across every acquirer of
+   * the store (engines with the same limit on the type share the window). Jobs over the limit
+   * go back waiting until the window ends, no attempt counted. Needs a store that keeps rate
+   * limits (its `rateLimits` ability).
+   */
+  rateLimits?: Readonly<Record<string, { max: number; perMs: number }>>;
+  /** Where the API's own errors go (never tokens). Default: the console, warnings and errors. */
+  logger?: Logger;
+}
+
+export interface WorkerApi {
+  /** For `node:http`, Express, Connect, Fastify: `createServer(api.handler)`, `app.use('/workers', api.handler)`. */
+  handler(req: IncomingMessage, res: ServerResponse, next?: (error?: unknown) => void): void;
+  /** For fetch-style servers (Hono, Bun, Deno): `(request) => api.fetch(request)`. */
+  fetch(request: Request): Promise<Response>;
+  /** Ends long-polls at once (they answer with no jobs) and drops the store subscription. */
+  close(): void;
+}
+
+/** An operation of the API: the routes the OpenAPI document must describe, and only these. */
+export interface WorkerApiRoute {
+  method: 'GET' | 'POST';
+  /** OpenAPI path template, e.g. `/jobs/{id}/extend`. */
+  path: string;
+  operationId: string;
+}
+
+export const WORKER_API_ROUTES: readonly WorkerApiRoute[] = [
+  { method: 'POST', path: '/acquire', operationId: 'acquire' },
+  { method: 'POST', path: '/jobs/{id}/extend', operationId: 'extend' },
+  { method: 'POST', path: '/jobs/{id}/complete', operationId: 'complete' },
+  { method: 'POST', path: '/jobs/{id}/fail', operationId: 'fail' },
+  { method: 'POST', path: '/jobs/{id}/release', operationId: 'release' },
+  { method: 'POST', path: '/complete', operationId: 'completeMany' },
+  { method: 'GET', path: '/openapi.json', operationId: 'openapi' },
+  { method: 'GET', path: '/health', operationId: 'health' },
+  { method: 'GET', path: '/metrics', operationId: 'metrics' },
+];
+
+const JOB_ACTIONS = new Set(['extend', 'complete', 'fail', 'release']);
+const MIN_LEASE_MS = 100;
+const WORKER_NAME = /^[A-Za-z0-9._:@-]{1,100}$/;
+/** Leased jobs remembered for settles without a read (the oldest are forgotten beyond). */
+const MAX_REMEMBERED = 20_000;
+
+function normalizeBase(base: string): string {
+  const trimmed = base.trim().replace(/\/+$/, '');
+  return trimmed === '' ? '' : trimmed.startsWith('/') ? trimmed : `/${trimmed}`;
+}
+
+function positive(value: number | undefined, fallback: number, name: string, min = 1): number {
+  const given = value ?? fallback;
+  if (!Number.isSafeInteger(given) || given < min) {
+    throw new TypeError(
+      `[@jobs/http] createWorkerApi: \`${name}\` must be a whole number ≥ ${min} (got ${String(value)})`,
+    );
+  }
+  return given;
+}
+
+/**
+ * Creates the external-worker API over `store`.
+ *
+ * @example
+ * import { createServer } from 'node:http';
+ * import { createWorkerApi } from '@jobs/http';
+ * const api = createWorkerApi({ store, clients: [{ token: process.env.WORKER_TOKEN!, types: ['run-script'] }] });
+ * createServer(api.handler).listen(8080);
+ */
+export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
+  if (!options || typeof options.store !== 'object' || options.store === null) {
+    throw new TypeError('[@jobs/http] createWorkerApi: `store` (a JobStore) is required');
+  }
+  assertKnownOptions(
+    options,
+    [
+      'store',
+      'clients',
+      'basePath',
+      'retry',
+      'defaultLeaseMs',
+      'maxLeaseMs',
+      'maxWaitMs',
+      'pollMs',
+      'maxBodyBytes',
+      'history',
+      'rateLimits',
+      'logger',
+    ],
+    '@jobs/http',
+  );
+  const store = options.store;
+  const authenticate = createAuthenticator(options.clients);
+  const typePolicy: RetryPolicy =
+    options.retry === undefined ? DEFAULT_RETRY_POLICY : parseRetryPolicy(options.retry).policy;
+  const maxLeaseMs = positive(options.maxLeaseMs, 600_000, 'maxLeaseMs', MIN_LEASE_MS);
+  const defaultLeaseMs = positive(options.defaultLeaseMs, 30_000, 'defaultLeaseMs', MIN_LEASE_MS);
+  if (defaultLeaseMs > maxLeaseMs) {
+    throw new TypeError('[@jobs/http] createWorkerApi: `defaultLeaseMs` is above `maxLeaseMs`');
+  }
+  const maxWaitMs = positive(options.maxWaitMs, 60_000, 'maxWaitMs', 0);
+  const pollMs = positive(options.pollMs, 1_000, 'pollMs', 10);
+  const maxBodyBytes = positive(options.maxBodyBytes, DEFAULT_MAX_BODY_BYTES, 'maxBodyBytes');
+  const logger = options.logger ?? consoleLogger('warn');
+  const configuredBase =
+    options.basePath === undefined ? undefined : normalizeBase(options.basePath);
+  if (options.history !== undefined) {
+    if (!['all', 'failed', 'none'].includes(options.history?.keep)) {
+      throw new TypeError(
+        "[@jobs/http] createWorkerApi: `history.keep` must be 'all', 'failed' or 'none'",
+      );
+    }
+    const retentionMs = durationToMs(
+      parseDuration(options.history.retention ?? 'P7D', 'history.retention'),
+    );
+    configureHistory(store, { keep: options.history.keep, retentionMs });
+  }
+
+  const rateLimits = new Map<string, { max: number; perMs: number }>();
+  for (const [type, limit] of Object.entries(options.rateLimits ?? {})) {
+    const at = `[@jobs/http] createWorkerApi: rateLimits[${JSON.stringify(type)}]`;
+    if (!keepsRateLimits(store)) {
+      throw new TypeError(
+        `${at}: the ${store.name} store keeps no rate limits (it has no \`rateLimits\`)`,
+      );
+    }
+    const { max, perMs } = limit ?? ({} as { max: number; perMs: number });
+    if (
+      !Number.isSafeInteger(max) ||
+      max < 1 ||
+      !Number.isSafeInteger(perMs) ||
+      perMs < 1 ||
+      perMs > 86_400_000
+    ) {
+      throw new TypeError(`${at} must be { max: whole number ≥ 1, perMs: 1 to 86,400,000 }`);
+    }
+    rateLimits.set(type, { max, perMs });
+  }
+
+  const metrics = new WorkerApiMetrics();
+  // Settles of many requests in one turn go to the store in one call.
+  const completeBatched = settleBatches((items: JobCompletion[]) => store.complete(items));
+  const failBatched = settleBatches((items: JobFailure[]) => store.fail(items));
+  const releaseBatched = settleBatches((items: JobRef[]) => store.release(items));
+  /**
+   * Jobs this API leased, as acquired (payload dropped), by id: a settle naming the same token
+   * needs no read of the job first (its type, owner and retry state do not change while it is
+   * held; the store still checks the token). A miss — another API instance leased it, or it
+   * was forgotten — reads the job.
+   */
+  const leased = new Map<string, Job>();
+  const remember = (job: Job): void => {
+    if (leased.size >= MAX_REMEMBERED) leased.delete(leased.keys().next().value as string);
+    leased.set(job.id, { ...job, payload: null, progress: null });
+  };
+  const waiters = new Waiters(store);
+  // The store's clock read locally: lease expiries reported to workers, run durations.
+  const clock = new StoreSyncedClock(() => store.now());
+  let clockSyncedAt = Number.NEGATIVE_INFINITY;
+  let lastRecoveryAt = Number.NEGATIVE_INFINITY;
+  let recovery: Promise<void> | null = null;
+  let closed = false;
+
+  async function syncClock(): Promise<void> {
+    if (performance.now() - clockSyncedAt < 60_000) return;
+    clockSyncedAt = performance.now();
+    await clock.sync(1);
+  }
+
+  /** Ends lapsed leases (no engine may be running anywhere), at most once per `pollMs`. */
+  function recoverLapsed(): Promise<void> {
+    if (recovery !== null) return recovery;
+    if (performance.now() - lastRecoveryAt < pollMs) return Promise.resolve();
+    lastRecoveryAt = performance.now();
+    recovery = (async () => {
+      try {
+        for (let round = 0; round < 10; round++) {
+          const result = await store.recoverExpiredLeases(100);
+          const count =
+            result.requeued.length +
+            result.deadlettered.length +
+            (result.released?.length ?? 0) +
+            (result.cancelled?.length ?? 0);
+          if (result.requeued.length + (result.released?.length ?? 0) > 0) waiters.wakeAll();
+          if (count < 100) break;
+        }
+      } catch (error) {
+        logger.warn('[@jobs/http] recovering lapsed leases failed', { error });
+      } finally {
+        recovery = null;
+      }
+    })();
+    return recovery;
+  }
+
+  function allowType(client: AuthorizedClient, type: string): void {
+    if (!client.types.has(type)) {
+      throw new ProblemError(
+        'forbidden',
+        `client "${client.name}" may not work jobs of type ${JSON.stringify(type.slice(0, 255))}`,
+      );
+    }
+  }
+
+  // ---- POST /acquire ----
+
+  async function acquire(
+    client: AuthorizedClient,
+    body: Record<string, unknown>,
+    signal: AbortSignal | null,
+  ): Promise<Reply> {
+    knownFields(body, ['types', 'max', 'leaseMs', 'waitMs', 'worker']);
+    let types: string[];
+    if (body.types === undefined || body.types === null) types = [...client.types];
+    else {
+      if (
+        !Array.isArray(body.types) ||
+        body.types.length === 0 ||
+        body.types.length > 100 ||
+        !body.types.every((t) => typeof t === 'string' && t.length > 0 && t.length <= 255)
+      ) {
+        throw new ProblemError('bad-request', '"types" must list 1 to 100 job type names');
+      }
+      types = [...new Set(body.types as string[])];
+      for (const type of types) allowType(client, type);
+    }
+    const max = intField(body, 'max', 1, client.maxAcquire, 1);
+    const leaseMs = intField(body, 'leaseMs', MIN_LEASE_MS, maxLeaseMs, defaultLeaseMs);
+    const waitMs = intField(body, 'waitMs', 0, maxWaitMs, 0);
+    const worker = stringField(body, 'worker', 100, 'worker');
+    if (!WORKER_NAME.test(worker)) {
+      throw new ProblemError(
+        'bad-request',
+        '"worker" must be 1–100 characters of A-Z a-z 0-9 . _ : @ -',
+      );
+    }
+    const owner = `http:${client.name}/${worker}`;
+    const deadline = performance.now() + waitMs;
+    await syncClock();
+    let jobs: Job[] = [];
+    for (;;) {
+      await recoverLapsed();
+      const mark = waiters.mark();
+      jobs = await store.acquire({
+        owner,
+        limit: max,
+        leaseMs,
+        types,
+        queues: null,
+        tenants: null,
+      });
+      if (rateLimits.size > 0 && jobs.length > 0) {
+        jobs = await admitRateLimited(store, rateLimits, jobs, () => clock.now());
+      }
+      if (jobs.length > 0 || closed || signal?.aborted) break;
+      const left = deadline - performance.now();
+      if (left <= 0) break;
+      // Sleep until a wake-up, the next poll, or the next known due time.
+      const nextDue = await store.nextDueAt({ types, queues: null, tenants: null });
+      const untilDue = nextDue === null ? left : Math.max(1, nextDue.getTime() - clock.now());
+      await waiters.wait(Math.min(left, pollMs, untilDue), signal, mark);
+    }
+    if (jobs.length > 0 && signal?.aborted) {
+      // The worker went away while we acquired: give its jobs back at once, no attempt counted.
+      await store.release(jobs.map(refOf)).catch(() => {});
+      waiters.wakeAll();
+      return jsonReply(200, { jobs: [] });
+    }
+    metrics.job('acquired', client.name, jobs.length);
+    for (const job of jobs) remember(job);
+    return jsonReply(200, {
+      jobs: jobs.map((job) => ({
+        id: job.id,
+        type: job.type,
+        payload: job.payload,
+        attempt: job.attempts,
+        retriesLeft: job.retriesLeft,
+        token: job.lockToken,
+        leaseExpiresAt: (job.lockExpiresAt ?? new Date(clock.now() + leaseMs)).toISOString(),
+        scope: job.scope,
+        tenantId: job.tenantId,
+        queue: job.queue,
+        meta: job.meta,
+        progress: job.progress ?? null,
+      })),
+    });
+  }
+
+  // ---- POST /jobs/{id}/… ----
+
+  /** The job held with `token`, or a 409 / 403 when the caller does not hold it. */
+  async function heldJob(client: AuthorizedClient, id: string, token: string): Promise<Job> {
+    const known = leased.get(id);
+    if (known !== undefined && known.lockToken === token) {
+      allowType(client, known.type);
+      return known;
+    }
+    const job = await store.getJob(id);
+    if (job === null) {
+      throw new ProblemError('lease-lost', `job ${id} is no longer live: its lease is gone`);
+    }
+    allowType(client, job.type);
+    if (job.state !== 'running' || job.lockToken !== token) {
+      metrics.job('lease_lost', client.name);
+      throw new ProblemError(
+        'lease-lost',
+        `the token does not hold job ${id}'s current lease (it lapsed, was taken over or ended): nothing was changed`,
+      );
+    }
+    return job;
+  }
+
+  function leaseLost(client: AuthorizedClient, id: string): ProblemError {
+    metrics.job('lease_lost', client.name);
+    return new ProblemError(
+      'lease-lost',
+      `job ${id}'s lease was lost before the call took effect: nothing was changed`,
+    );
+  }
+
+  /** After a refused settle: a job with a cancel request is ended as cancelled (409 either way). */
+  async function refusedSettle(client: AuthorizedClient, job: Job, token: string): Promise<never> {
+    leased.delete(job.id);
+    const now = await store.getJob(job.id);
+    if (now !== null && now.lockToken === token && now.cancelRequested === true) {
+      const result = await endCancelled(store, [{ ...refOf(now), durationMs: runMs(now) }]);
+      if (!result.lost.includes(job.id)) {
+        metrics.job('cancelled', client.name);
+        throw new ProblemError(
+          'cancelled',
+          `job ${job.id} was cancelled by an operator: it ended as cancelled and this call was not recorded`,
+        );
+      }
+    }
+    throw leaseLost(client, job.id);
+  }
+
+  function runMs(job: Job): number | null {
+    return job.startedAt ? Math.max(0, Math.round(clock.now() - job.startedAt.getTime())) : null;
+  }
+
+  /** Completes job `id` held with `token`; throws a problem when it cannot. */
+  async function completeJob(
+    client: AuthorizedClient,
+    id: string,
+    token: string,
+    result: unknown,
+  ): Promise<void> {
+    const job = await heldJob(client, id, token);
+    if (job.cancelRequested === true) await refusedSettle(client, job, token);
+    const lost = await completeBatched({
+      ...refOf(job),
+      resultJson: historyResultJson(result),
+      durationMs: runMs(job),
+    });
+    if (lost) await refusedSettle(client, job, token);
+    leased.delete(id);
+    metrics.job('completed', client.name);
+  }
+
+  // ---- POST /complete (a batch) ----
+
+  /**
+   * Completes many held jobs in one request, each on its own: one job's problem (a lost lease,
+   * a type the client may not work) is its own entry in the answer and holds back no other.
+   * The completions go to the store together, in one call.
+   */
+  async function completeMany(
+    client: AuthorizedClient,
+    body: Record<string, unknown>,
+  ): Promise<Reply> {
+    knownFields(body, ['jobs']);
+    const items = body.jobs;
+    if (!Array.isArray(items) || items.length === 0 || items.length > MAX_ACQUIRE) {
+      throw new ProblemError(
+        'bad-request',
+        `"jobs" must list 1 to ${MAX_ACQUIRE} { id, token, result? }`,
+      );
+    }
+    const checked = items.map((item, i) => {
+      if (item === null || typeof item !== 'object' || Array.isArray(item)) {
+        throw new ProblemError('bad-request', `jobs[${i}] must be { id, token, result? }`);
+      }
+      const entry = item as Record<string, unknown>;
+      knownFields(entry, ['id', 'token', 'result']);
+      const id = stringField(entry, 'id', 19);
+      if (!isJobId(id)) throw new ProblemError('bad-request', `jobs[${i}].id is not a job id`);
+      return { id, token: stringField(entry, 'token', 200), result: entry.result };
+    });
+    if (new Set(checked.map((c) => c.id)).size !== checked.length) {
+      throw new ProblemError('bad-request', '"jobs" names a job twice');
+    }
+    const results = await Promise.all(
+      checked.map(({ id, token, result }) =>
+        completeJob(client, id, token, result).then(
+          () => ({ id, outcome: 'completed' as const }),
+          (error: unknown) => {
+            if (error instanceof ProblemError) return { id, problem: error.problem };
+            throw error;
+          },
+        ),
+      ),
+    );
+    return jsonReply(200, { results });
+  }
+
+  async function jobAction(
+    client: AuthorizedClient,
+    id: string,
+    action: string,
+    body: Record<string, unknown>,
+  ): Promise<Reply> {
+    const token = stringField(body, 'token', 200);
+    switch (action) {
+      case 'extend': {
+        knownFields(body, ['token', 'progress', 'leaseMs']);
+        const leaseMs = intField(body, 'leaseMs', MIN_LEASE_MS, maxLeaseMs, defaultLeaseMs);
+        let progressJson: string | null = null;
+        if (body.progress !== undefined && body.progress !== null && keepsProgress(store)) {
+          progressJson = JSON.stringify(body.progress);
+          if (Buffer.byteLength(progressJson, 'utf8') > MAX_PROGRESS_BYTES) {
+            throw new ProblemError(
+              'bad-request',
+              `"progress" is over ${MAX_PROGRESS_BYTES} bytes of JSON`,
+            );
+          }
+        }
+        const job = await heldJob(client, id, token);
+        await syncClock();
+        const sent = clock.now();
+        const ref = { ...refOf(job), ...(progressJson === null ? {} : { progressJson }) };
+        const result = await store.renewLeases(job.lockOwner as string, leaseMs, [ref]);
+        if (result.lost.includes(id)) {
+          leased.delete(id);
+          throw leaseLost(client, id);
+        }
+        metrics.job('extended', client.name);
+        return jsonReply(200, {
+          // Measured from before the call: never later than the store's own expiry.
+          leaseExpiresAt: new Date(sent + leaseMs).toISOString(),
+          cancelRequested: result.cancelRequested?.includes(id) ?? false,
+        });
+      }
+      case 'complete': {
+        knownFields(body, ['token', 'result']);
+        await completeJob(client, id, token, body.result);
+        return jsonReply(200, { id, outcome: 'completed' });
+      }
+      case 'fail': {
+        knownFields(body, ['token', 'error', 'retryInMs', 'unrecoverable']);
+        const error = readError(body.error);
+        const unrecoverable = boolField(body, 'unrecoverable');
+        const retryInMs =
+          body.retryInMs === undefined || body.retryInMs === null
+            ? null
+            : intField(body, 'retryInMs', 0, 365 * 24 * 3_600_000, 0);
+        const job = await heldJob(client, id, token);
+        if (job.cancelRequested === true) return refusedSettle(client, job, token);
+        // The engine's rule: retries left and not unrecoverable → wait the backoff of the job's
+        // own policy (else this API's), unless the worker named its own delay.
+        const willRetry = !unrecoverable && job.retriesLeft > 0;
+        const delayMs = !willRetry
+          ? 0
+          : (retryInMs ?? retryDelayMs(job.retryPolicy ?? typePolicy, Math.max(1, job.attempts)));
+        const lost = await failBatched({
+          ...refOf(job),
+          error,
+          deadletter: !willRetry,
+          retryDelayMs: delayMs,
+        });
+        if (lost) return refusedSettle(client, job, token);
+        leased.delete(id);
+        metrics.job(willRetry ? 'retried' : 'deadlettered', client.name);
+        if (willRetry && delayMs === 0) waiters.wakeAll();
+        return jsonReply(200, {
+          id,
+          outcome: willRetry ? 'retry' : 'deadletter',
+          retryInMs: willRetry ? delayMs : null,
+          retriesLeft: willRetry ? job.retriesLeft - 1 : 0,
+        });
+      }
+      default: {
+        knownFields(body, ['token']);
+        const job = await heldJob(client, id, token);
+        if (job.cancelRequested === true) return refusedSettle(client, job, token);
+        if (await releaseBatched(refOf(job))) return refusedSettle(client, job, token);
+        leased.delete(id);
+        metrics.job('released', client.name);
+        waiters.wakeAll();
+        return jsonReply(200, { id, outcome: 'released' });
+      }
+    }
+  }
+
+  // ---- dispatch ----
+
+  async function route(request: Incoming): Promise<{ operation: string; response: Reply }> {
+    const method = request.method.toUpperCase();
+    const path = request.path;
+    const jobPath = /^\/jobs\/([^/]+)\/([a-z]+)$/.exec(path);
+    const operation =
+      jobPath && JOB_ACTIONS.has(jobPath[2] as string)
+        ? (jobPath[2] as string)
+        : (WORKER_API_ROUTES.find((r) => r.path === path)?.operationId ?? 'unknown');
+    const known = WORKER_API_ROUTES.find((r) => r.operationId === operation);
+    if (!known) {
+      throw new ProblemError('not-found', `there is no operation at ${path.slice(0, 200)}`);
+    }
+    if (method !== known.method) {
+      throw new ProblemError('method-not-allowed', `${known.path} takes ${known.method}`, {
+        allow: known.method,
+      });
+    }
+    switch (operation) {
+      case 'openapi':
+        return { operation, response: jsonReply(200, openApiDocument(request.base)) };
+      case 'health': {
+        try {
+          await store.now();
+          return { operation, response: jsonReply(200, { status: 'ok', store: store.name }) };
+        } catch (error) {
+          logger.warn('[@jobs/http] health check: the store does not answer', { error });
+          throw new ProblemError('unavailable', `the ${store.name} store does not answer`);
+        }
+      }
+      case 'metrics': {
+        return {
+          operation,
+          response: {
+            status: 200,
+            headers: { 'content-type': 'text/plain; version=0.0.4', 'cache-control': 'no-store' },
+            body: metrics.render(waiters.size),
+          },
+        };
+      }
+    }
+    // Everything else needs a client: authentication before the body is read.
+    const client = authenticate(request.header('authorization'));
+    if (client === null) {
+      throw new ProblemError(
+        'unauthorized',
+        request.header('authorization') !== null
+          ? 'the bearer token is not one this API knows'
+          : 'send a bearer token: Authorization: Bearer <token>',
+        { 'www-authenticate': 'Bearer' },
+      );
+    }
+    const body = await readJsonBody(request, maxBodyBytes);
+    if (operation === 'acquire')
+      return { operation, response: await acquire(client, body, request.signal) };
+    if (operation === 'completeMany')
+      return { operation, response: await completeMany(client, body) };
+    const id = decodeURIComponent(jobPath?.[1] as string);
+    if (!isJobId(id))
+      throw new ProblemError('bad-request', 'the job id in the path is not a job id');
+    return { operation, response: await jobAction(client, id, operation, body) };
+  }
+
+  async function respond(request: Incoming): Promise<Reply> {
+    let operation = 'unknown';
+    let response: Reply;
+    try {
+      ({ operation, response } = await route(request));
+    } catch (error) {
+      if (error instanceof ProblemError) response = problemReply(error);
+      else {
+        logger.error('[@jobs/http] request failed', {
+          method: request.method,
+          path: request.path,
+          error,
+        });
+        response = problemReply(
+          new ProblemError('internal', 'the request failed on the server (logged there)'),
+        );
+      }
+    }
+    metrics.request(operation, response.status);
+    return response;
+  }
+
+  return {
+    async fetch(request: Request): Promise<Response> {
+      const basePath = configuredBase ?? '';
+      const { pathname } = new URL(request.url);
+      if (basePath !== '' && pathname !== basePath && !pathname.startsWith(`${basePath}/`)) {
+        return toResponse(
+          problemReply(new ProblemError('not-found', 'there is nothing at this address')),
+        );
+      }
+      const reply = await respond({
+        method: request.method,
+        path: pathname.slice(basePath.length) || '/',
+        base: basePath,
+        header: (name) => request.headers.get(name),
+        text: (maxBytes) => readRequestText(request, maxBytes),
+        signal: request.signal,
+      });
+      return toResponse(reply);
+    },
+
+    handler(req: IncomingMessage, res: ServerResponse, next?: (error?: unknown) => void): void {
+      const mounted = (req as { baseUrl?: unknown }).baseUrl;
+      const raw = req.url ?? '/';
+      let basePath: string;
+      let rest: string;
+      if (typeof mounted === 'string') {
+        basePath = configuredBase ?? normalizeBase(mounted);
+        rest = raw;
+      } else {
+        basePath = configuredBase ?? '';
+        const under =
+          basePath === '' ||
+          raw === basePath ||
+          raw.startsWith(`${basePath}/`) ||
+          raw.startsWith(`${basePath}?`);
+        if (!under) {
+          if (next) next();
+          else
+            writeReply(
+              problemReply(new ProblemError('not-found', 'there is nothing at this address')),
+              res,
+            );
+          return;
+        }
+        rest = raw.slice(basePath.length);
+      }
+      if (!rest.startsWith('/')) rest = `/${rest}`;
+      // A worker that hangs up ends its long-poll (and gets nothing it would never see).
+      const gone = new AbortController();
+      res.on('close', () => {
+        if (!res.writableFinished) gone.abort();
+      });
+      const request = nodeIncoming(req, basePath, rest, gone.signal);
+      respond(request)
+        .then((response) => {
+          if (!req.complete) {
+            // Refused before its body was read (413, 401): drain a bounded rest, so the client
+            // reads this answer instead of a reset connection; beyond that, hang up.
+            res.setHeader('connection', 'close');
+            let drained = 0;
+            req.removeAllListeners('data');
+            req.on('data', (chunk: Buffer) => {
+              drained += chunk.length;
+              if (drained > 16 * maxBodyBytes) req.socket.destroy();
+            });
+            req.resume();
+          }
+          writeReply(response, res);
+        })
+        .catch((error: unknown) => {
+          logger.error('[@jobs/http] request failed', { error });
+          if (!res.headersSent) res.statusCode = 500;
+          res.end();
+        });
+    },
+
+    close(): void {
+      closed = true;
+      waiters.close();
+    },
+  };
+}
+
+/** The `{ message, stack }` a job keeps, from a fail call's `error` (a string or an object). */
+function readError(value: unknown): { message: string; stack: string | null } {
+  if (typeof value === 'string' && value.length > 0) return recordableError(value, null);
+  if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+    const { message, stack } = value as { message?: unknown; stack?: unknown };
+    if (
+      typeof message === 'string' &&
+      message.length > 0 &&
+      (stack === undefined || stack === null || typeof stack === 'string')
+    ) {
+      return recordableError(message, typeof stack === 'string' ? stack : null);
+    }
+  }
+  throw new ProblemError(
+    'bad-request',
+    '"error" must be a non-empty string or { "message": string, "stack"?: string }',
+  );
+}
+
+/** A node request as the API reads it; its body read straight from the socket, bounded. */
+function nodeIncoming(
+  req: IncomingMessage,
+  base: string,
+  rest: string,
+  signal: AbortSignal,
+): Incoming {
+  const query = rest.indexOf('?');
+  const path = (query === -1 ? rest : rest.slice(0, query)) || '/';
+  return {
+    method: req.method ?? 'GET',
+    path,
+    base,
+    header(name) {
+      const value = req.headers[name.toLowerCase()];
+      if (value === undefined) return null;
+      return Array.isArray(value) ? value.join(', ') : value;
+    },
+    async text(maxBytes) {
+      const parsed = (req as { body?: unknown }).body;
+      if (parsed !== undefined && parsed !== null && !req.readable) {
+        // A body parser (express.json) already read it.
+        const text =
+          typeof parsed === 'string'
+            ? parsed
+            : Buffer.isBuffer(parsed)
+              ? parsed.toString('utf8')
+              : JSON.stringify(parsed);
+        if (Buffer.byteLength(text, 'utf8') > maxBytes) throw tooLarge(maxBytes);
+        return text;
+      }
+      const declared = Number(req.headers['content-length'] ?? Number.NaN);
+      if (Number.isFinite(declared) && declared > maxBytes) throw tooLarge(maxBytes);
+      if (req.readableEnded) return '';
+      return new Promise<string>((resolve, reject) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        const onData = (chunk: Buffer): void => {
+          size += chunk.length;
+          if (size > maxBytes) {
+            cleanup();
+            req.pause();
+            reject(tooLarge(maxBytes));
+            return;
+          }
+          chunks.push(chunk);
+        };
+        const onEnd = (): void => {
+          cleanup();
+          resolve(Buffer.concat(chunks).toString('utf8'));
+        };
+        const onError = (error: Error): void => {
+          cleanup();
+          reject(error);
+        };
+        const cleanup = (): void => {
+          req.off('data', onData);
+          req.off('end', onEnd);
+          req.off('error', onError);
+        };
+        req.on('data', onData);
+        req.on('end', onEnd);
+        req.on('error', onError);
+      });
+    },
+    signal,
+  };
+}
+
+function writeReply(reply: Reply, res: ServerResponse): void {
+  res.writeHead(reply.status, reply.headers);
+  res.end(reply.body);
+}

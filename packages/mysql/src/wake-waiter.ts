@@ -1,0 +1,274 @@
+/**
+ * Wake-ups on MySQL/MariaDB without polling: an idle store waits on the server (`SELECT
+ * SLEEP(…)` on a connection of its own, named by an alias every waiter of these tables shares)
+ * and, when the wait ends, reads whether a waiting job is due (one dive into `ix_jobs_due`) —
+ * two statements per `waitMs` instead of a read every few milliseconds. A store that enqueued
+ * (committed, not in your transaction) ends the waits of a few waiters with `KILL QUERY`
+ * (`ringWaiters`): a bounded number of statements per enqueue however many nodes wait, and an
+ * interrupted wait wakes its subscribers at once. The read after each wait sees every commit
+ * (out-of-order ones, jobs enqueued in your transaction, released or retried jobs, stores that
+ * may not kill the waiters' queries): a due job wakes the subscribers then — and a job the woken
+ * engines already took wakes nobody else.
+ */
+import { randomBytes } from 'node:crypto';
+import {
+  type ConnectionTimeouts,
+  destroySocket,
+  outcome,
+  type Query,
+  type QueryOutcome,
+  type SocketHolder,
+  type SqlRow,
+  type StoreNotifier,
+  withDeadline,
+} from '@jobs/core/sql';
+import mysql, { type Connection, type ConnectionOptions } from 'mysql2/promise';
+
+/** How one waiter runs statements on its own connection. */
+export interface WaitConnection {
+  /** Runs `query` on the waiter's connection within `deadlineMs`; rejects when it fails. */
+  run(query: Query, deadlineMs: number): Promise<QueryOutcome>;
+  /**
+   * Drops the connection; with `endWait`, also ends its statement on the server (a SLEEP
+   * goes on after its client left), through a short connection of its own.
+   */
+  destroy(endWait?: boolean): Promise<void>;
+}
+
+/** MySQL's "Query execution was interrupted": a KILL QUERY landed on a statement. */
+const ER_QUERY_INTERRUPTED = 1317;
+
+const FIRST_BACKOFF_MS = 50;
+const MAX_BACKOFF_MS = 5_000;
+
+export class WakeWaiter implements StoreNotifier {
+  private readonly listeners = new Set<() => void>();
+  private running: Promise<void> | null = null;
+  private closed = false;
+  private count = 0;
+  private connection: WaitConnection | null = null;
+  /** Rejects once the waiter is closed: a statement under way is not waited for. */
+  private readonly closing: Promise<never>;
+  private stop = (): void => {};
+  /** This waiter's alias: the shared prefix, then its own id. */
+  readonly alias: string;
+
+  constructor(
+    /** The alias prefix all waiters on these tables share (`jobs_wait_<hash>_`). */
+    readonly prefix: string,
+    /** Opens the waiter's connection. */
+    private readonly open: () => WaitConnection,
+    /** Whether a waiting job is due: one row, `v` 1 or 0. */
+    private readonly due: Query,
+    private readonly waitMs: number,
+    private readonly queryTimeoutMs: number,
+    private readonly errno: (error: unknown) => number | undefined,
+  ) {
+    this.alias = `${prefix}${randomBytes(6).toString('hex')}`;
+    this.closing = new Promise<never>((_resolve, reject) => {
+      this.stop = () => reject(new Error('the waiter is closed'));
+    });
+    this.closing.catch(() => {});
+  }
+
+  /** Statements the waiter sent so far (waits and signal reads): the idle cost. */
+  get statements(): number {
+    return this.count;
+  }
+
+  subscribe(listener: () => void): () => void {
+    const entry = (): void => listener();
+    this.listeners.add(entry);
+    this.running ??= this.loop();
+    return () => {
+      this.listeners.delete(entry);
+    };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.stop();
+    const ending = this.connection?.destroy(true);
+    this.connection = null;
+    await Promise.all([this.running, ending]);
+  }
+
+  private wake(): void {
+    for (const listener of [...this.listeners]) {
+      try {
+        listener();
+      } catch {
+        // A subscriber's error is its own.
+      }
+    }
+  }
+
+  private async send(query: Query, deadlineMs: number): Promise<QueryOutcome> {
+    this.connection ??= this.open();
+    this.count++;
+    return Promise.race([this.connection.run(query, deadlineMs), this.closing]);
+  }
+
+  private async isDue(): Promise<boolean> {
+    const { rows } = await this.send(this.due, this.queryTimeoutMs);
+    return Number(rows[0]?.v) === 1;
+  }
+
+  /** Waits while anyone subscribes; wakes on a KILL QUERY, or when a job is due after a wait. */
+  private async loop(): Promise<void> {
+    let backoffMs = FIRST_BACKOFF_MS;
+    while (!this.closed && this.listeners.size > 0) {
+      try {
+        const { rows } = await this.send(
+          {
+            sql: `SELECT SLEEP(?) AS \`${this.alias}\``,
+            params: [this.waitMs / 1_000],
+          },
+          this.waitMs + this.queryTimeoutMs,
+        );
+        // SLEEP answers 1 when a KILL QUERY ended it.
+        const interrupted = Number(Object.values(rows[0] ?? {})[0]) === 1;
+        if (interrupted) {
+          this.wake();
+        } else if ((await this.isDue()) && !this.closed) {
+          this.wake();
+        }
+        backoffMs = FIRST_BACKOFF_MS;
+      } catch (error) {
+        if (this.closed) break;
+        // A KILL QUERY meant for the wait landed on the read: a wake-up all the same.
+        if (this.errno(error) === ER_QUERY_INTERRUPTED) {
+          this.wake();
+          continue;
+        }
+        // The connection is gone (server restart, network): a new one, after a pause; the
+        // engine's own poll covers the gap, and waking once catches up with what was missed.
+        void this.connection?.destroy();
+        this.connection = null;
+        await new Promise((resolve) => setTimeout(resolve, backoffMs).unref());
+        backoffMs = Math.min(backoffMs * 2, MAX_BACKOFF_MS);
+        if (!this.closed) this.wake();
+      }
+    }
+    this.running = null;
+    // Nobody listens: the connection is not kept.
+    if (this.listeners.size === 0) {
+      void this.connection?.destroy();
+      this.connection = null;
+    }
+  }
+}
+
+/**
+ * The statements that end up to `limit` waits of `prefix` (random ones): one read of the
+ * process list, then one `KILL QUERY` per waiter found. `sameDatabase`: only waiters whose
+ * connection's database is this one's (tables named without their database).
+ */
+export function* ringWaiters(
+  prefix: string,
+  limit: number,
+  sameDatabase: boolean,
+): Generator<Query, number, QueryOutcome> {
+  const { rows } = yield {
+    sql: `SELECT ID AS id FROM information_schema.PROCESSLIST
+      WHERE COMMAND = 'Query' AND INFO LIKE ?${sameDatabase ? ' AND DB = DATABASE()' : ''}
+      ORDER BY RAND() LIMIT ${Math.max(1, Math.trunc(limit))}`,
+    params: [`SELECT SLEEP(% AS \`${prefix}%`],
+  };
+  let rung = 0;
+  for (const row of rows) {
+    const id = Number(row.id);
+    if (!Number.isSafeInteger(id)) continue;
+    try {
+      yield { sql: `KILL QUERY ${id}`, params: [] };
+      rung++;
+    } catch {
+      // Gone meanwhile (1094), or another user's (1095): its wait ends on its own.
+    }
+  }
+  return rung;
+}
+
+/** The alias prefix shared by the waiters on `table` (a quoted, maybe qualified name). */
+export function waiterPrefix(table: string, hash: (text: string) => string): string {
+  return `jobs_wait_${hash(table).slice(0, 16)}_`;
+}
+
+/**
+ * A `WaitConnection` on a mysql2 connection opened with `settings` on first use: each statement
+ * within its deadline (past it, the socket is destroyed and the statement fails).
+ */
+export function waitConnection(
+  settings: ConnectionOptions,
+  timeouts: ConnectionTimeouts,
+): WaitConnection {
+  let opening: Promise<Connection> | null = null;
+  let opened: Connection | null = null;
+  let destroyed = false;
+  const drop = (): void => {
+    destroyed = true;
+    if (opened) {
+      opened.destroy();
+      destroySocket(opened as unknown as SocketHolder);
+    }
+    opening?.then(
+      (late) => {
+        late.destroy();
+        destroySocket(late as unknown as SocketHolder);
+      },
+      () => {},
+    );
+  };
+  const destroy = async (endWait = false): Promise<void> => {
+    const threadId = opened?.threadId;
+    drop();
+    if (!endWait || typeof threadId !== 'number') return;
+    try {
+      const killer = await withDeadline(
+        mysql.createConnection(settings),
+        timeouts.connectTimeoutMs,
+        'connectTimeoutMs',
+        () => {},
+        (late) => late.destroy(),
+      );
+      try {
+        await withDeadline(
+          killer.query(`KILL QUERY ${threadId}`),
+          timeouts.queryTimeoutMs,
+          'queryTimeoutMs',
+          () => killer.destroy(),
+        );
+      } finally {
+        killer.destroy();
+      }
+    } catch {
+      // Gone already, or unreachable: the SLEEP ends on its own.
+    }
+  };
+  return {
+    async run(query, deadlineMs) {
+      if (destroyed) throw new Error('the wait connection is closed');
+      opening ??= mysql.createConnection({ ...settings, dateStrings: true });
+      const connection = await withDeadline(
+        opening,
+        timeouts.connectTimeoutMs,
+        'connectTimeoutMs',
+        drop,
+      );
+      if (opened !== connection) {
+        opened = connection;
+        // A dead connection answers 'error' events; the failing statement reports it.
+        connection.on('error', () => {});
+      }
+      if (destroyed) throw new Error('the wait connection is closed');
+      const [rows] = await withDeadline(
+        connection.query(query.sql, query.params as unknown[]),
+        deadlineMs,
+        'queryTimeoutMs',
+        drop,
+      );
+      return outcome(Array.isArray(rows) ? (rows as SqlRow[]) : [], 0);
+    },
+    destroy,
+  };
+}

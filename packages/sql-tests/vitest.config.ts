@@ -1,0 +1,3 @@
+import { packageTestProject } from '../../vitest.shared.js';
+
+export default packageTestProject();
