@@ -5,7 +5,8 @@ It long-polls a @jobs worker API (`@jobs/http`, `jobsctl serve`) for jobs of one
 shell script per job:
 
 - the job's payload is the script's standard input (JSON), and in JOB_PAYLOAD; JOB_ID, JOB_TYPE
-  and JOB_ATTEMPT are set too, and TRACEPARENT / TRACESTATE when the job carries a trace context;
+  and JOB_ATTEMPT are set too, and TRACEPARENT / TRACESTATE when the job carries a trace context
+  (which the job's complete, fail and release calls also send on, as W3C headers);
 - a line `PROGRESS <json>` the script prints is sent with the next heartbeat;
 - the last line `RESULT <json>` it prints is the job's result (else {"exitCode": 0});
 - exit code 0 completes the job; 65 (EX_DATAERR) fails it for good (dead-letter area); any other
@@ -56,15 +57,14 @@ class WorkerApi:
         self.url = url.rstrip("/")
         self.token = token
 
-    def call(self, path, body, timeout=30.0):
+    def call(self, path, body, timeout=30.0, trace=None):
+        headers = {"Authorization": "Bearer " + self.token, "Content-Type": "application/json"}
+        headers.update(trace or {})
         request = urllib.request.Request(
             self.url + path,
             data=json.dumps(body).encode("utf-8"),
             method="POST",
-            headers={
-                "Authorization": "Bearer " + self.token,
-                "Content-Type": "application/json",
-            },
+            headers=headers,
         )
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -90,17 +90,23 @@ class WorkerApi:
         return self.call("/jobs/%s/extend" % job["id"], body)
 
     def complete(self, job, result=None):
-        return self.call("/jobs/%s/complete" % job["id"], {"token": job["token"], "result": result})
+        body = {"token": job["token"], "result": result}
+        return self.call("/jobs/%s/complete" % job["id"], body, trace=trace_headers(job))
 
     def fail(self, job, message, stack=None, unrecoverable=False):
         error = {"message": message}
         if stack:
             error["stack"] = stack
         body = {"token": job["token"], "error": error, "unrecoverable": unrecoverable}
-        return self.call("/jobs/%s/fail" % job["id"], body)
+        return self.call("/jobs/%s/fail" % job["id"], body, trace=trace_headers(job))
 
     def release(self, job):
-        return self.call("/jobs/%s/release" % job["id"], {"token": job["token"]})
+        return self.call("/jobs/%s/release" % job["id"], {"token": job["token"]}, trace=trace_headers(job))
+
+
+def trace_headers(job):
+    """The W3C trace context stored with the job (@jobs/otel), as the headers of its calls."""
+    return {name: job[name] for name in ("traceparent", "tracestate") if job.get(name)}
 
 
 def log(message):
@@ -134,10 +140,8 @@ class ScriptRun:
             }
         )
         # The W3C trace context stored with the job (@jobs/otel), for a script that traces.
-        for name in ("traceparent", "tracestate"):
-            value = (job.get("meta") or {}).get(name)
-            if value:
-                env[name.upper()] = value
+        for name, value in trace_headers(job).items():
+            env[name.upper()] = value
         command = [self.args.shell, self.args.script] if self.args.shell else [self.args.script]
         self.process = subprocess.Popen(
             command,

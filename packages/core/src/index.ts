@@ -12,7 +12,7 @@ export * from './history.js';
 export * from './logger.js';
 export * from './memory-store.js';
 export * from './rate-window.js';
-// Explicit: the retry decision in retry.ts is the engine's, not public API.
+// Explicit: MAX_RETRIES is the option checks', not public API. The retry rule is in rules/.
 export { DEFAULT_RETRIES, DEFAULT_RETRY_POLICY, parseRetryPolicy, retryDelayMs } from './retry.js';
 export * from './rules/index.js';
 export * from './schedule/index.js';

@@ -1,14 +1,14 @@
 /**
- * Retry policies and the retry decision: whether a failed attempt is tried again, and how long
- * the job waits before its next attempt.
+ * Retry policies: how long a job waits before its next attempt (`retryDelayMs`). Whether it gets
+ * one is the retry rule, `decideRetry` in `rules/failure.ts`.
  *
  * - `'R5/PT10M'` (Flowable's `failedJobRetryTimeCycle`): 5 retries, 10 minutes apart.
  * - `{ kind: 'exponential', initialMs: 1000, factor: 2, maxMs: 600_000, jitter: 0.2 }`
  * - `{ kind: 'fixed', delayMs: 10_000 }` (Flowable's `asyncFailedJobWaitTime`)
  */
-import { toJobError, UnrecoverableError, ValidationError } from './errors.js';
+import { ValidationError } from './errors.js';
 import { durationToMs, parseRepeat } from './schedule/iso8601.js';
-import type { Job, JobError, RetryPolicy } from './store.js';
+import type { RetryPolicy } from './store.js';
 
 /** Default: exponential from 1 s, doubling, capped at 10 minutes, ±20 % jitter. */
 export const DEFAULT_RETRY_POLICY: RetryPolicy = {
@@ -120,27 +120,4 @@ export function retryDelayMs(
       return Math.max(0, Math.round(Math.min(cap, base + spread)));
     }
   }
-}
-
-/** What a failed attempt leads to. */
-export interface RetryDecision {
-  /** True: the job waits as a timer for `delayMs`, then runs again. False: deadletter. */
-  willRetry: boolean;
-  /** The backoff before the next attempt; 0 when the job goes to the dead-letter area. */
-  delayMs: number;
-  /** The error as it is kept on the job. */
-  error: JobError;
-}
-
-/**
- * Decides what a failed attempt of `job` leads to: with retries left, another attempt after the
- * backoff of the job's own policy (else `typePolicy`, the handler's or the engine's); with none
- * left, or when the handler threw `UnrecoverableError`, the dead-letter area.
- */
-export function decideRetry(job: Job, error: unknown, typePolicy: RetryPolicy): RetryDecision {
-  const unrecoverable = error instanceof UnrecoverableError;
-  const willRetry = !unrecoverable && job.retriesLeft > 0;
-  const policy = job.retryPolicy ?? typePolicy;
-  const delayMs = willRetry ? retryDelayMs(policy, Math.max(1, job.attempts)) : 0;
-  return { willRetry, delayMs, error: toJobError(error) };
 }

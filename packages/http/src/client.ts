@@ -2,7 +2,9 @@
  * `createWorkerClient`: the worker side of `@jobs/http`, on `fetch` alone, so it runs in Node,
  * Deno, Bun and browsers. `work(types, handler)` is the whole loop: long-poll for jobs,
  * heartbeat each one's lease while its handler runs (aborting the handler when the lease is lost
- * or an operator cancels it), then complete or fail it.
+ * or an operator cancels it), then complete or fail it — completions that finish together go as
+ * one request. Every call can carry a W3C trace context (`trace`); `work` sends each job's own
+ * on its settle calls.
  *
  * @example
  * import { createWorkerClient } from '@jobs/http/client';
@@ -31,9 +33,24 @@ export interface AcquiredJob<P = unknown> {
   queue: string;
   meta: Record<string, string> | null;
   progress: unknown;
+  /** The W3C trace context stored with the job (`meta.traceparent`, from `@jobs/otel`), or null. */
+  traceparent: string | null;
+  tracestate: string | null;
 }
 
-export interface AcquireOptions {
+/** A W3C trace context sent as the call's `traceparent` / `tracestate` headers. */
+export interface TraceContextHeaders {
+  traceparent: string;
+  tracestate?: string | null;
+}
+
+/** Options every call takes. */
+export interface CallOptions {
+  /** Sent as headers: the API's request span becomes its child (when the API traces). */
+  trace?: TraceContextHeaders | null;
+}
+
+export interface AcquireOptions extends CallOptions {
   types?: readonly string[];
   max?: number;
   leaseMs?: number;
@@ -43,7 +60,7 @@ export interface AcquireOptions {
   signal?: AbortSignal;
 }
 
-export interface FailOptions {
+export interface FailOptions extends CallOptions {
   retryInMs?: number;
   unrecoverable?: boolean;
 }
@@ -90,15 +107,20 @@ export interface WorkerClient {
   acquire(options?: AcquireOptions): Promise<AcquiredJob[]>;
   extend(
     job: Pick<AcquiredJob, 'id' | 'token'>,
-    options?: { progress?: unknown; leaseMs?: number },
+    options?: { progress?: unknown; leaseMs?: number } & CallOptions,
   ): Promise<{ leaseExpiresAt: string; cancelRequested: boolean }>;
-  complete(job: Pick<AcquiredJob, 'id' | 'token'>, result?: unknown): Promise<void>;
+  complete(
+    job: Pick<AcquiredJob, 'id' | 'token'>,
+    result?: unknown,
+    options?: CallOptions,
+  ): Promise<void>;
   /**
    * Completes many held jobs in one request (`POST /complete`), each on its own: a job whose
    * lease was lost comes back with its `problem`, the others are completed.
    */
   completeMany(
     jobs: readonly (Pick<AcquiredJob, 'id' | 'token'> & { result?: unknown })[],
+    options?: CallOptions,
   ): Promise<
     {
       id: string;
@@ -111,8 +133,12 @@ export interface WorkerClient {
     error: string | { message: string; stack?: string },
     options?: FailOptions,
   ): Promise<{ outcome: 'retry' | 'deadletter'; retryInMs: number | null; retriesLeft: number }>;
-  release(job: Pick<AcquiredJob, 'id' | 'token'>): Promise<void>;
-  /** Works jobs of `types` with `handler` until `options.signal` aborts. */
+  release(job: Pick<AcquiredJob, 'id' | 'token'>, options?: CallOptions): Promise<void>;
+  /**
+   * Works jobs of `types` with `handler` until `options.signal` aborts. Completions that finish
+   * within the same few milliseconds go as one `POST /complete` (a lone one as its job's
+   * `complete`); failures go one by one. Each job's settle calls carry its own trace context.
+   */
   work(
     types: readonly string[],
     handler: (job: AcquiredJob, ctx: WorkContext) => Promise<unknown>,
@@ -135,10 +161,23 @@ export function createWorkerClient(options: WorkerClientOptions): WorkerClient {
     throw new TypeError('[@jobs/http] createWorkerClient: `token` is required');
   }
 
-  async function call<T>(path: string, body: object, signal?: AbortSignal): Promise<T> {
+  async function call<T>(
+    path: string,
+    body: object,
+    trace: TraceContextHeaders | null | undefined,
+    signal?: AbortSignal,
+  ): Promise<T> {
+    const headers: Record<string, string> = {
+      authorization: `Bearer ${options.token}`,
+      'content-type': 'application/json',
+    };
+    if (trace?.traceparent) {
+      headers.traceparent = trace.traceparent;
+      if (trace.tracestate) headers.tracestate = trace.tracestate;
+    }
     const response = await doFetch(`${base}${path}`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${options.token}`, 'content-type': 'application/json' },
+      headers,
       body: JSON.stringify(body),
       ...(signal ? { signal } : {}),
     });
@@ -148,7 +187,7 @@ export function createWorkerClient(options: WorkerClientOptions): WorkerClient {
       let detail = text;
       try {
         const problem = JSON.parse(text) as { type?: string; detail?: string };
-        kind = String(problem.type ?? 'error').replace(/^urn:jobs:http:/, '');
+        kind = problemKind(problem.type);
         detail = String(problem.detail ?? text);
       } catch {
         // not problem+json (a proxy's page): keep the text
@@ -163,28 +202,31 @@ export function createWorkerClient(options: WorkerClientOptions): WorkerClient {
 
   const client: WorkerClient = {
     async acquire(given = {}) {
-      const { signal, ...body } = given;
-      const answer = await call<{ jobs: AcquiredJob[] }>('/acquire', body, signal);
+      const { signal, trace, ...body } = given;
+      const answer = await call<{ jobs: AcquiredJob[] }>('/acquire', body, trace, signal);
       return answer.jobs;
     },
     extend(job, given = {}) {
-      return call(jobPath(job.id, 'extend'), { token: job.token, ...given });
+      const { trace, ...body } = given;
+      return call(jobPath(job.id, 'extend'), { token: job.token, ...body }, trace);
     },
-    async complete(job, result) {
-      await call(jobPath(job.id, 'complete'), { token: job.token, result });
+    async complete(job, result, given = {}) {
+      await call(jobPath(job.id, 'complete'), { token: job.token, result }, given.trace);
     },
-    async completeMany(jobs) {
+    async completeMany(jobs, given = {}) {
       const answer = await call<{ results: Awaited<ReturnType<WorkerClient['completeMany']>> }>(
         '/complete',
         { jobs: jobs.map(({ id, token, result }) => ({ id, token, result })) },
+        given.trace,
       );
       return answer.results;
     },
     fail(job, error, given = {}) {
-      return call(jobPath(job.id, 'fail'), { token: job.token, error, ...given });
+      const { trace, ...body } = given;
+      return call(jobPath(job.id, 'fail'), { token: job.token, error, ...body }, trace);
     },
-    async release(job) {
-      await call(jobPath(job.id, 'release'), { token: job.token });
+    async release(job, given = {}) {
+      await call(jobPath(job.id, 'release'), { token: job.token }, given.trace);
     },
 
     async work(types, handler, given = {}) {
@@ -277,18 +319,19 @@ export function createWorkerClient(options: WorkerClientOptions): WorkerClient {
         clearInterval(beat);
         if (lost) return;
         if (stop?.aborted && !abort.signal.reason?.message?.includes('cancelled')) {
-          await client.release(job).catch(() => {});
+          await client.release(job, { trace: traceOf(job) }).catch(() => {});
           return;
         }
         const err = error instanceof Error ? error : new Error(String(error));
-        await client.fail(job, {
-          message: err.message || err.name,
-          ...(err.stack ? { stack: err.stack } : {}),
-        });
+        await client.fail(
+          job,
+          { message: err.message || err.name, ...(err.stack ? { stack: err.stack } : {}) },
+          { trace: traceOf(job) },
+        );
         return;
       }
       clearInterval(beat);
-      if (!lost) await client.complete(job, result);
+      if (!lost) await completions.add({ job, result });
     } catch (error) {
       if (!(error instanceof WorkerApiError && error.leaseLost)) onError?.(error);
     } finally {
@@ -297,5 +340,82 @@ export function createWorkerClient(options: WorkerClientOptions): WorkerClient {
     }
   }
 
+  /**
+   * Completions of `work` that finish within one timer turn (a few ms), sent together: one
+   * `POST /complete` for many (each job answered on its own), a lone one as its job's
+   * `complete` with its trace context. Each resolves, or rejects as its own call would have.
+   */
+  const completions = batched<{ job: AcquiredJob; result: unknown }>(async (batch) => {
+    if (batch.length === 1) {
+      const [{ job, result }] = batch as [{ job: AcquiredJob; result: unknown }];
+      await client.complete(job, result, { trace: traceOf(job) });
+      return [null];
+    }
+    const answers = new Map(
+      (
+        await client.completeMany(
+          batch.map(({ job, result }) => ({ id: job.id, token: job.token, result })),
+        )
+      ).map((answer) => [answer.id, answer]),
+    );
+    return batch.map(({ job }) => {
+      const problem = answers.get(job.id)?.problem;
+      return problem
+        ? new WorkerApiError(problem.status, problemKind(problem.type), problem.detail)
+        : null;
+    });
+  }, MAX_COMPLETE_BATCH);
+
   return client;
+}
+
+/** The most jobs one `POST /complete` may carry. */
+const MAX_COMPLETE_BATCH = 1_000;
+
+/** `lease-lost` from `urn:jobs:http:lease-lost`. */
+function problemKind(type: unknown): string {
+  return String(type ?? 'error').replace(/^urn:jobs:http:/, '');
+}
+
+/** The trace context stored with `job`, as the headers of its calls. */
+function traceOf(job: AcquiredJob): TraceContextHeaders | null {
+  return job.traceparent ? { traceparent: job.traceparent, tracestate: job.tracestate } : null;
+}
+
+/**
+ * Items added within one timer turn go to `send` together (at most `max` at a time); `send`
+ * answers each item's error, or null. `add` resolves or rejects with its own item's answer.
+ */
+function batched<T>(
+  send: (items: T[]) => Promise<(Error | null)[]>,
+  max: number,
+): { add(item: T): Promise<void> } {
+  let queue: { item: T; resolve(): void; reject(error: unknown): void }[] = [];
+  const flush = (): void => {
+    const taken = queue;
+    queue = [];
+    for (let at = 0; at < taken.length; at += max) {
+      const part = taken.slice(at, at + max);
+      send(part.map((p) => p.item)).then(
+        (errors) => {
+          part.forEach((p, i) => {
+            const error = errors[i];
+            if (error) p.reject(error);
+            else p.resolve();
+          });
+        },
+        (error: unknown) => {
+          for (const p of part) p.reject(error);
+        },
+      );
+    }
+  };
+  return {
+    add(item) {
+      return new Promise<void>((resolve, reject) => {
+        if (queue.length === 0) setTimeout(flush, 0);
+        queue.push({ item, resolve, reject });
+      });
+    },
+  };
 }

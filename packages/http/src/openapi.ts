@@ -15,6 +15,18 @@ const jobId = {
   schema: { type: 'string', pattern: '^(0|[1-9][0-9]{0,18})$' },
 };
 
+/** W3C Trace Context of the caller: the API's request span is its child (with a `tracer`). */
+const traceHeaders = [
+  {
+    name: 'traceparent',
+    in: 'header',
+    required: false,
+    schema: { type: 'string' },
+    description: 'W3C traceparent of the caller; the request span is its child',
+  },
+  { name: 'tracestate', in: 'header', required: false, schema: { type: 'string' } },
+];
+
 function jsonBody(schema: object): object {
   return { required: true, content: { 'application/json': { schema } } };
 }
@@ -29,7 +41,7 @@ function post(operationId: string, summary: string, body: object, answer: object
       operationId,
       summary,
       security: [{ bearer: [] }],
-      ...(operationId === 'acquire' ? {} : { parameters: [jobId] }),
+      parameters: operationId === 'acquire' ? traceHeaders : [jobId, ...traceHeaders],
       requestBody: jsonBody(body),
       responses: {
         '200': answer,
@@ -80,7 +92,17 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
         },
         AcquiredJob: {
           type: 'object',
-          required: ['id', 'type', 'payload', 'attempt', 'retriesLeft', 'token', 'leaseExpiresAt'],
+          required: [
+            'id',
+            'type',
+            'payload',
+            'attempt',
+            'retriesLeft',
+            'token',
+            'leaseExpiresAt',
+            'traceparent',
+            'tracestate',
+          ],
           properties: {
             id: { type: 'string' },
             type: { type: 'string' },
@@ -98,6 +120,12 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
               description: 'Headers stored with the job, e.g. W3C traceparent',
             },
             progress: { description: 'The last progress reported, or null' },
+            traceparent: {
+              type: ['string', 'null'],
+              description:
+                "The W3C traceparent stored with the job (meta.traceparent, written by @jobs/otel): send it on as this job's trace context",
+            },
+            tracestate: { type: ['string', 'null'], description: 'Its W3C tracestate, if any' },
           },
         },
       },
@@ -229,6 +257,7 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
           operationId: 'completeMany',
           summary: 'Complete many held jobs in one request, each on its own',
           security: [{ bearer: [] }],
+          parameters: traceHeaders,
           requestBody: jsonBody({
             type: 'object',
             required: ['jobs'],

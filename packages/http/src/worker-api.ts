@@ -4,12 +4,14 @@
  * (learning of cancel requests), and completes, fails or releases each job — every call after
  * acquire naming the lease's fencing token, so a worker whose lease lapsed changes nothing
  * (DESIGN invariant 24). The API needs no engine: an acquire recovers lapsed leases itself.
+ * Given an OpenTelemetry tracer, it traces each request and each remote run (`tracing.ts`).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   assertKnownOptions,
   consoleLogger,
   DEFAULT_RETRY_POLICY,
+  decideRetry,
   durationToMs,
   type HistoryKeep,
   historyResultJson,
@@ -26,8 +28,8 @@ import {
   type RetryPolicy,
   recordableError,
   refOf,
-  retryDelayMs,
   StoreSyncedClock,
+  ValidationError,
 } from '@jobs/core';
 import {
   type AuthorizedClient,
@@ -57,6 +59,7 @@ import {
   keepsProgress,
   keepsRateLimits,
 } from './store-access.js';
+import { createTracing, type WorkerApiTracer, type WorkerApiTracing } from './tracing.js';
 import { Waiters } from './waiters.js';
 
 export type { WorkerClientConfig } from './auth.js';
@@ -101,6 +104,18 @@ export interface WorkerApiOptions {
   rateLimits?: Readonly<Record<string, { max: number; perMs: number }>>;
   /** Where the API's own errors go (never tokens). Default: the console, warnings and errors. */
   logger?: Logger;
+  /**
+   * An OpenTelemetry `Tracer` (`trace.getTracer('@jobs/http')`): a server span per request, a
+   * child of its `traceparent` header, and a `jobs.run <type>` span per remote run, from acquire
+   * to its settle, with `@jobs/otel`'s attributes. Default: none (no spans).
+   */
+  tracer?: WorkerApiTracer;
+  /**
+   * How a run's span relates to the trace context stored with its job, as `@jobs/otel`'s
+   * `link`: `'link'` (default) starts the run's own trace with a span link to it; `'child'`
+   * makes the run its child, so the enqueuing request and the remote run are one trace.
+   */
+  link?: 'link' | 'child';
 }
 
 export interface WorkerApi {
@@ -153,6 +168,25 @@ function positive(value: number | undefined, fallback: number, name: string, min
   return given;
 }
 
+/** The API's tracing when it is given a tracer, else null; `tracer` and `link` checked. */
+function tracingOf(options: WorkerApiOptions): WorkerApiTracing | null {
+  const link = options.link ?? 'link';
+  if (link !== 'link' && link !== 'child') {
+    throw new ValidationError(
+      'link',
+      `[@jobs/http] createWorkerApi: must be 'link' or 'child' (got ${JSON.stringify(link)})`,
+    );
+  }
+  if (options.tracer === undefined) return null;
+  if (typeof options.tracer?.startSpan !== 'function') {
+    throw new ValidationError(
+      'tracer',
+      '[@jobs/http] createWorkerApi: expected an OpenTelemetry Tracer (with startSpan)',
+    );
+  }
+  return createTracing(options.tracer, link);
+}
+
 /**
  * Creates the external-worker API over `store`.
  *
@@ -181,6 +215,8 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
       'history',
       'rateLimits',
       'logger',
+      'tracer',
+      'link',
     ],
     '@jobs/http',
   );
@@ -232,6 +268,7 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
     rateLimits.set(type, { max, perMs });
   }
 
+  const tracing = tracingOf(options);
   const metrics = new WorkerApiMetrics();
   // Settles of many requests in one turn go to the store in one call.
   const completeBatched = settleBatches((items: JobCompletion[]) => store.complete(items));
@@ -245,8 +282,20 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
    */
   const leased = new Map<string, Job>();
   const remember = (job: Job): void => {
-    if (leased.size >= MAX_REMEMBERED) leased.delete(leased.keys().next().value as string);
+    const before = leased.get(job.id);
+    // Leased again with another token: the run before lost its lease (recovered elsewhere).
+    if (before !== undefined) tracing?.runEnded(before, 'lease-lost', clock.now());
+    else if (leased.size >= MAX_REMEMBERED) leased.delete(leased.keys().next().value as string);
     leased.set(job.id, { ...job, payload: null, progress: null });
+  };
+  /** Runs of this API whose lapsed lease was recovered: ended as lease-lost, and forgotten. */
+  const forgetLapsed = (ids: readonly string[]): void => {
+    for (const id of ids) {
+      const run = leased.get(id);
+      if (run === undefined) continue;
+      leased.delete(id);
+      tracing?.runEnded(run, 'lease-lost', clock.now());
+    }
   };
   const waiters = new Waiters(store);
   // The store's clock read locally: lease expiries reported to workers, run durations.
@@ -271,6 +320,12 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
       try {
         for (let round = 0; round < 10; round++) {
           const result = await store.recoverExpiredLeases(100);
+          forgetLapsed([
+            ...result.requeued,
+            ...result.deadlettered,
+            ...(result.released ?? []),
+            ...(result.cancelled ?? []),
+          ]);
           const count =
             result.requeued.length +
             result.deadlettered.length +
@@ -377,6 +432,9 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
         queue: job.queue,
         meta: job.meta,
         progress: job.progress ?? null,
+        // The W3C trace context stored with the job (`@jobs/otel`), to pass on.
+        traceparent: job.meta?.traceparent ?? null,
+        tracestate: job.meta?.tracestate ?? null,
       })),
     });
   }
@@ -421,12 +479,14 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
       const result = await endCancelled(store, [{ ...refOf(now), durationMs: runMs(now) }]);
       if (!result.lost.includes(job.id)) {
         metrics.job('cancelled', client.name);
+        tracing?.runEnded(job, 'cancelled', clock.now());
         throw new ProblemError(
           'cancelled',
           `job ${job.id} was cancelled by an operator: it ended as cancelled and this call was not recorded`,
         );
       }
     }
+    tracing?.runEnded(job, 'lease-lost', clock.now());
     throw leaseLost(client, job.id);
   }
 
@@ -451,6 +511,7 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
     if (lost) await refusedSettle(client, job, token);
     leased.delete(id);
     metrics.job('completed', client.name);
+    tracing?.runEnded(job, 'completed', clock.now());
   }
 
   // ---- POST /complete (a batch) ----
@@ -527,6 +588,7 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
         const result = await store.renewLeases(job.lockOwner as string, leaseMs, [ref]);
         if (result.lost.includes(id)) {
           leased.delete(id);
+          tracing?.runEnded(job, 'lease-lost', clock.now());
           throw leaseLost(client, id);
         }
         metrics.job('extended', client.name);
@@ -551,12 +613,12 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
             : intField(body, 'retryInMs', 0, 365 * 24 * 3_600_000, 0);
         const job = await heldJob(client, id, token);
         if (job.cancelRequested === true) return refusedSettle(client, job, token);
-        // The engine's rule: retries left and not unrecoverable → wait the backoff of the job's
-        // own policy (else this API's), unless the worker named its own delay.
-        const willRetry = !unrecoverable && job.retriesLeft > 0;
-        const delayMs = !willRetry
-          ? 0
-          : (retryInMs ?? retryDelayMs(job.retryPolicy ?? typePolicy, Math.max(1, job.attempts)));
+        // The engine's rule, with this API's `retry` as the type's policy.
+        const { willRetry, delayMs } = decideRetry(
+          job,
+          { unrecoverable, delayMs: retryInMs },
+          typePolicy,
+        );
         const lost = await failBatched({
           ...refOf(job),
           error,
@@ -566,6 +628,7 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
         if (lost) return refusedSettle(client, job, token);
         leased.delete(id);
         metrics.job(willRetry ? 'retried' : 'deadlettered', client.name);
+        tracing?.runEnded(job, willRetry ? 'retried' : 'deadletter', clock.now(), error);
         if (willRetry && delayMs === 0) waiters.wakeAll();
         return jsonReply(200, {
           id,
@@ -581,6 +644,7 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
         if (await releaseBatched(refOf(job))) return refusedSettle(client, job, token);
         leased.delete(id);
         metrics.job('released', client.name);
+        tracing?.runEnded(job, 'released', clock.now());
         waiters.wakeAll();
         return jsonReply(200, { id, outcome: 'released' });
       }
@@ -589,30 +653,23 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
 
   // ---- dispatch ----
 
-  async function route(request: Incoming): Promise<{ operation: string; response: Reply }> {
-    const method = request.method.toUpperCase();
-    const path = request.path;
-    const jobPath = /^\/jobs\/([^/]+)\/([a-z]+)$/.exec(path);
-    const operation =
-      jobPath && JOB_ACTIONS.has(jobPath[2] as string)
-        ? (jobPath[2] as string)
-        : (WORKER_API_ROUTES.find((r) => r.path === path)?.operationId ?? 'unknown');
-    const known = WORKER_API_ROUTES.find((r) => r.operationId === operation);
+  async function route(request: Incoming, at: OperationAt): Promise<Reply> {
+    const { operation, known } = at;
     if (!known) {
-      throw new ProblemError('not-found', `there is no operation at ${path.slice(0, 200)}`);
+      throw new ProblemError('not-found', `there is no operation at ${request.path.slice(0, 200)}`);
     }
-    if (method !== known.method) {
+    if (request.method.toUpperCase() !== known.method) {
       throw new ProblemError('method-not-allowed', `${known.path} takes ${known.method}`, {
         allow: known.method,
       });
     }
     switch (operation) {
       case 'openapi':
-        return { operation, response: jsonReply(200, openApiDocument(request.base)) };
+        return jsonReply(200, openApiDocument(request.base));
       case 'health': {
         try {
           await store.now();
-          return { operation, response: jsonReply(200, { status: 'ok', store: store.name }) };
+          return jsonReply(200, { status: 'ok', store: store.name });
         } catch (error) {
           logger.warn('[@jobs/http] health check: the store does not answer', { error });
           throw new ProblemError('unavailable', `the ${store.name} store does not answer`);
@@ -620,12 +677,9 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
       }
       case 'metrics': {
         return {
-          operation,
-          response: {
-            status: 200,
-            headers: { 'content-type': 'text/plain; version=0.0.4', 'cache-control': 'no-store' },
-            body: metrics.render(waiters.size),
-          },
+          status: 200,
+          headers: { 'content-type': 'text/plain; version=0.0.4', 'cache-control': 'no-store' },
+          body: metrics.render(waiters.size),
         };
       }
     }
@@ -641,21 +695,20 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
       );
     }
     const body = await readJsonBody(request, maxBodyBytes);
-    if (operation === 'acquire')
-      return { operation, response: await acquire(client, body, request.signal) };
-    if (operation === 'completeMany')
-      return { operation, response: await completeMany(client, body) };
-    const id = decodeURIComponent(jobPath?.[1] as string);
+    if (operation === 'acquire') return acquire(client, body, request.signal);
+    if (operation === 'completeMany') return completeMany(client, body);
+    const id = decodeURIComponent(at.jobId as string);
     if (!isJobId(id))
       throw new ProblemError('bad-request', 'the job id in the path is not a job id');
-    return { operation, response: await jobAction(client, id, operation, body) };
+    return jobAction(client, id, operation, body);
   }
 
   async function respond(request: Incoming): Promise<Reply> {
-    let operation = 'unknown';
+    const at = operationAt(request.path);
+    const span = tracing?.requestStarted(request, at.known?.path ?? null);
     let response: Reply;
     try {
-      ({ operation, response } = await route(request));
+      response = await route(request, at);
     } catch (error) {
       if (error instanceof ProblemError) response = problemReply(error);
       else {
@@ -669,7 +722,8 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
         );
       }
     }
-    metrics.request(operation, response.status);
+    metrics.request(at.operation, response.status);
+    span?.end(response.status);
     return response;
   }
 
@@ -753,6 +807,27 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
       closed = true;
       waiters.close();
     },
+  };
+}
+
+/** The operation a request path names, if any; for a job's action, its id as in the path. */
+interface OperationAt {
+  /** The route's `operationId`, or `unknown`. */
+  operation: string;
+  known: WorkerApiRoute | undefined;
+  jobId: string | null;
+}
+
+function operationAt(path: string): OperationAt {
+  const jobPath = /^\/jobs\/([^/]+)\/([a-z]+)$/.exec(path);
+  const operation =
+    jobPath && JOB_ACTIONS.has(jobPath[2] as string)
+      ? (jobPath[2] as string)
+      : (WORKER_API_ROUTES.find((r) => r.path === path)?.operationId ?? 'unknown');
+  return {
+    operation,
+    known: WORKER_API_ROUTES.find((r) => r.operationId === operation),
+    jobId: jobPath?.[1] ?? null,
   };
 }
 

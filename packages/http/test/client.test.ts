@@ -1,7 +1,8 @@
 /**
  * The TypeScript client (`@jobs/http/client`) against a real API over loopback: the work loop
- * runs each job once with heartbeats and progress; a cancel request aborts its handler; a
- * handler error becomes a failed attempt; a lease lost stops the handler without settling.
+ * runs each job once with heartbeats and progress; completions that finish together go as one
+ * request, failures one by one; a cancel request aborts its handler; a handler error becomes a
+ * failed attempt; a lease lost stops the handler without settling.
  */
 import { JobAdmin, JobEngine, MemoryJobStore } from '@jobs/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,7 +19,7 @@ describe('createWorkerClient', () => {
   beforeAll(async () => {
     served = await serveApi({
       store,
-      clients: [{ token, types: ['echo', 'hang', 'boom'] }],
+      clients: [{ token, types: ['echo', 'hang', 'boom', 'together'] }],
       pollMs: 50,
     });
   });
@@ -45,6 +46,63 @@ describe('createWorkerClient', () => {
     await loop;
     expect(seen.sort()).toEqual([1, 2, 3, 4, 5]);
     for (const job of jobs) expect(await store.getJob(job.id)).toBeNull();
+  });
+
+  it('work() completes jobs that finish together in one POST /complete; fails go one by one', async () => {
+    const requests: string[] = [];
+    const counting: typeof fetch = (input, init) => {
+      requests.push(new URL(String(input)).pathname);
+      return fetch(input, init);
+    };
+    const client = createWorkerClient({ url: served.url, token, fetch: counting });
+    // Five finish at once; the sixth fails (for good: it is not tried again meanwhile).
+    const jobs = await engine.enqueueMany(
+      [1, 2, 3, 4, 5, 6].map((n) => ({
+        type: 'together',
+        payload: { n },
+        options: { retries: 0 },
+      })),
+    );
+    const failing = jobs.find((job) => (job.payload as { n: number }).n === 6) as (typeof jobs)[0];
+    const finishing = jobs.filter((job) => job !== failing);
+    const stop = new AbortController();
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    let started = 0;
+    const errors: unknown[] = [];
+    const loop = client.work(
+      ['together'],
+      async (job) => {
+        started += 1;
+        if (started === jobs.length) open();
+        await gate;
+        if ((job.payload as { n: number }).n === 6) throw new Error('six');
+        return 'ok';
+      },
+      {
+        concurrency: jobs.length,
+        leaseMs: 5_000,
+        waitMs: 1_000,
+        signal: stop.signal,
+        onError: (error) => errors.push(error),
+      },
+    );
+    for (;;) {
+      const left = await Promise.all(finishing.map((job) => store.getJob(job.id)));
+      const failed = await store.getJob(failing.id);
+      if (left.every((job) => job === null) && failed?.lastError) break;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    stop.abort();
+    await loop;
+    expect(errors).toEqual([]);
+    expect((await store.getJob(failing.id))?.state).toBe('deadletter');
+    expect((await store.getJob(failing.id))?.lastError?.message).toBe('six');
+    // One request completed the five; the failure went on its own.
+    const settles = requests.filter((path) => /\/(complete|fail)$/.test(path));
+    expect(settles.sort()).toEqual(['/complete', `/jobs/${failing.id}/fail`]);
   });
 
   it('a cancel request reaches the handler through a heartbeat, and the job ends cancelled', async () => {

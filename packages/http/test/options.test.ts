@@ -38,6 +38,18 @@ describe('createWorkerApi options', () => {
     expect(create({ history: { keep: 'most' as never } })).toThrow(/history.keep/);
   });
 
+  it('refuses a tracer without startSpan and a link mode other than link or child, naming the option', () => {
+    expect(create({ tracer: {} as never })).toThrow(
+      expect.objectContaining({ field: 'tracer', message: expect.stringMatching(/startSpan/) }),
+    );
+    expect(create({ link: 'parent' as never })).toThrow(
+      expect.objectContaining({
+        field: 'link',
+        message: expect.stringMatching(/'link' or 'child'/),
+      }),
+    );
+  });
+
   it('never puts a token in an error message', () => {
     const secret = 'a-secret-token-value-here';
     try {

@@ -1,9 +1,10 @@
 /**
  * The Python client (examples/08-external-worker/jobs_worker.py, standard library only) run
  * with this machine's `python3` against a real API on SQLite: it runs the example's script per
- * job (results, retries, dead letters), kills a script whose job an operator cancels, and — the
- * chaos test — a worker killed with SIGKILL mid-job loses the job to another worker after its
- * lease, which completes it once.
+ * job (results, retries, dead letters), passes the job's trace context to its script and on its
+ * settle calls, kills a script whose job an operator cancels, and — the chaos test — a worker
+ * killed with SIGKILL mid-job loses the job to another worker after its lease, which completes
+ * it once.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -13,11 +14,13 @@ import { fileURLToPath } from 'node:url';
 import { JobAdmin, JobEngine, type JobStore } from '@jobs/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sqliteStore } from './backends.js';
+import { CALLER, type InMemorySpans, inMemorySpans } from './fixtures/spans.js';
 import { newToken, type Served, serveApi } from './harness.js';
 
 const EXAMPLE = fileURLToPath(new URL('../../../examples/08-external-worker/', import.meta.url));
 const WORKER = join(EXAMPLE, 'jobs_worker.py');
 const HANG_ONCE = fileURLToPath(new URL('./fixtures/hang-once.sh', import.meta.url));
+const TRACE_ENV = fileURLToPath(new URL('./fixtures/trace-env.sh', import.meta.url));
 
 function hasPython(): boolean {
   try {
@@ -55,6 +58,7 @@ describe.skipIf(!hasPython())('the Python client (jobs_worker.py)', () => {
   let engine: JobEngine;
   let admin: JobAdmin;
   let served: Served;
+  let spans: InMemorySpans;
   const token = newToken();
   const dir = mkdtempSync(join(tmpdir(), 'jobs-http-py-'));
   const children: ChildProcess[] = [];
@@ -99,11 +103,13 @@ describe.skipIf(!hasPython())('the Python client (jobs_worker.py)', () => {
     ({ store, drop } = await sqliteStore().factory());
     engine = new JobEngine({ store });
     admin = new JobAdmin(store);
+    spans = inMemorySpans();
     served = await serveApi({
       store,
-      clients: [{ token, types: ['backup', 'hang', 'chaos'] }],
+      clients: [{ token, types: ['backup', 'hang', 'chaos', 'traced'] }],
       pollMs: 50,
       history: { keep: 'all' },
+      tracer: spans.tracerProvider.getTracer('@jobs/http'),
     });
   });
   afterAll(async () => {
@@ -144,6 +150,24 @@ describe.skipIf(!hasPython())('the Python client (jobs_worker.py)', () => {
     expect(dead?.state).toBe('deadletter');
     expect(dead?.lastError?.message).toBe('script exited with code 65');
     expect(dead?.lastError?.stack).toContain('payload has no name');
+  });
+
+  it("passes the job's trace context to its script and sends it on the job's settle call", async () => {
+    spans.exporter.reset();
+    const job = await engine.enqueue(
+      'traced',
+      {},
+      { meta: { traceparent: CALLER.traceparent, tracestate: 'vendor=py' } },
+    );
+    const worker = startWorker('traced', TRACE_ENV, ['--max-jobs', '1']);
+    expect(await worker.exited, worker.log()).toBe(0);
+    const record = (await admin.getJob(job.id)) as { outcome?: string; result?: unknown };
+    expect(record.outcome).toBe('completed');
+    expect(record.result).toEqual({ traceparent: CALLER.traceparent, tracestate: 'vendor=py' });
+    const [complete] = spans.named('POST /jobs/{id}/complete');
+    expect(complete?.spanContext().traceId).toBe(CALLER.traceId);
+    expect(complete?.parentSpanContext?.spanId).toBe(CALLER.spanId);
+    expect(complete?.spanContext().traceState?.get('vendor')).toBe('py');
   });
 
   it('exits with code 2 when the API refuses its token or its types', async () => {

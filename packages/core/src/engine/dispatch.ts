@@ -3,9 +3,16 @@
  * (`ctx.signal`, attempt, occurrence, shard, logger), and hands the outcome to settlement —
  * a completion, a failure with its retry decision (`retry.ts`), or a release after `stop()`.
  */
-import { CancelledError, JobsError, JobTimeoutError, LockLostError } from '../errors.js';
+import {
+  CancelledError,
+  JobsError,
+  JobTimeoutError,
+  LockLostError,
+  toJobError,
+  UnrecoverableError,
+} from '../errors.js';
 import { historyResultJson } from '../history.js';
-import { decideRetry } from '../retry.js';
+import { decideRetry } from '../rules/failure.js';
 import { canCancel, type Job, type JobCompletion } from '../store.js';
 import { cancelRequested, reportProgress } from './cancellation.js';
 import type { HeldJob, JobAbort } from './held-jobs.js';
@@ -366,13 +373,14 @@ export class Dispatcher {
   private failureOf(held: HeldJob, error: unknown): PendingFailure {
     const { handlers, retryPolicy } = this.rt.options;
     const typePolicy = handlers.get(held.job.type)?.policy ?? retryPolicy;
-    const decision = decideRetry(held.job, error, typePolicy);
+    const unrecoverable = error instanceof UnrecoverableError;
+    const decision = decideRetry(held.job, { unrecoverable }, typePolicy);
     return {
       held,
       willRetry: decision.willRetry,
       failure: {
         ...held.ref,
-        error: decision.error,
+        error: toJobError(error),
         deadletter: !decision.willRetry,
         retryDelayMs: decision.delayMs,
       },

@@ -1,8 +1,50 @@
 /**
- * What a failed attempt does to a job (`JobStore.fail`, invariant 6): the one rule every store
- * applies, whatever it stores. The engine decides retry or dead-letter; the store records it.
+ * What a failed attempt does to a job. `decideRetry`: whether it runs again and after how long —
+ * the one retry rule, for the engine's handlers and `@jobs/http`'s remote workers alike.
+ * `afterFailure`: what the store records (`JobStore.fail`, invariant 6), whatever it stores.
  */
-import type { JobError, JobFailure, JobState } from '../store.js';
+import { retryDelayMs } from '../retry.js';
+import type { Job, JobError, JobFailure, JobState, RetryPolicy } from '../store.js';
+
+/** How an attempt failed, as the retry rule reads it. */
+export interface FailedAttempt {
+  /**
+   * No retry, whatever is left: the handler threw `UnrecoverableError`, or a remote worker
+   * failed the job with `unrecoverable`.
+   */
+  unrecoverable: boolean;
+  /** The wait before the next attempt when the worker named one (a remote worker's `retryInMs`). */
+  delayMs?: number | null;
+}
+
+/** What a failed attempt leads to. */
+export interface RetryDecision {
+  /** True: the job waits as a timer for `delayMs`, then runs again. False: dead-letter. */
+  willRetry: boolean;
+  /** The wait before the next attempt; 0 when the job goes to the dead-letter area. */
+  delayMs: number;
+}
+
+/**
+ * The retry rule: with retries left and not `unrecoverable`, another attempt after the wait the
+ * worker named, else the backoff of the job's own policy, else of `typePolicy` (the handler's,
+ * the engine's, or the HTTP API's `retry`) for this failure (`job.attempts`); otherwise the
+ * dead-letter area.
+ *
+ * @example
+ * const { willRetry, delayMs } = decideRetry(job, { unrecoverable: false }, DEFAULT_RETRY_POLICY);
+ * await store.fail([{ ...refOf(job), error, deadletter: !willRetry, retryDelayMs: delayMs }]);
+ */
+export function decideRetry(
+  job: Pick<Job, 'retriesLeft' | 'attempts' | 'retryPolicy'>,
+  attempt: FailedAttempt,
+  typePolicy: RetryPolicy,
+): RetryDecision {
+  if (attempt.unrecoverable || job.retriesLeft <= 0) return { willRetry: false, delayMs: 0 };
+  const delayMs =
+    attempt.delayMs ?? retryDelayMs(job.retryPolicy ?? typePolicy, Math.max(1, job.attempts));
+  return { willRetry: true, delayMs };
+}
 
 /** The fields a recorded failure changes (the lease is cleared too). */
 export interface AfterFailure {
