@@ -697,8 +697,8 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
     const body = await readJsonBody(request, maxBodyBytes);
     if (operation === 'acquire') return acquire(client, body, request.signal);
     if (operation === 'completeMany') return completeMany(client, body);
-    const id = decodeURIComponent(at.jobId as string);
-    if (!isJobId(id))
+    const id = decodedSegment(at.jobId as string);
+    if (id === null || !isJobId(id))
       throw new ProblemError('bad-request', 'the job id in the path is not a job id');
     return jobAction(client, id, operation, body);
   }
@@ -922,4 +922,13 @@ function nodeIncoming(
 function writeReply(reply: Reply, res: ServerResponse): void {
   res.writeHead(reply.status, reply.headers);
   res.end(reply.body);
+}
+
+/** A path segment with its `%` escapes decoded, or null when an escape is malformed (`%zz`). */
+function decodedSegment(segment: string): string | null {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return null;
+  }
 }

@@ -328,6 +328,8 @@ export function runExternalWorkerChecks(name: string, createStore: StoreFactory)
       );
       expect((await act(held.id, 'complete', worker, '[1,2')).status).toBe(400);
       expect((await act('not-an-id', 'complete', worker, { token: held.token })).status).toBe(400);
+      // A malformed escape in the path is the caller's mistake too, not a server error.
+      expect((await act('%zz', 'complete', worker, { token: held.token })).status).toBe(400);
       expect((await act(held.id, 'explode', worker, { token: held.token })).status).toBe(404);
       expect(
         (await act(held.id, 'extend', worker, { token: held.token, progress: 'x'.repeat(9_000) }))

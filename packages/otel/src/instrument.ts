@@ -185,6 +185,7 @@ export function instrument(
     ),
     engine.on('lease-lost', ({ job }) => end(job, 'lease-lost')),
     engine.on('sleeping', ({ job }) => end(job, 'sleeping')),
+    engine.on('cancelled', ({ job }) => end(job, 'cancelled')),
     engine.on('released', ({ jobs }) => {
       for (const job of jobs) end(job, 'released');
     }),

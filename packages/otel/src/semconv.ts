@@ -25,7 +25,8 @@ export const MESSAGING_SYSTEM = 'jobs';
  * How a run ended, as `jobs.job.outcome`: `completed`; failed with a retry left (`retried`) or
  * none (`deadletter`); its lease lost (`lease-lost`, nothing of the run was recorded); or
  * given back unfinished by a `stop()` that timed out (`released`); or waiting after
- * `ctx.sleep` (`sleeping`: not a failure, the job runs again after its wake time).
+ * `ctx.sleep` (`sleeping`: not a failure, the job runs again after its wake time); or ended
+ * by an operator's cancel (`cancelled`: its handler stopped, or it had not started).
  */
 export type RunOutcome =
   | 'completed'
@@ -33,4 +34,5 @@ export type RunOutcome =
   | 'deadletter'
   | 'lease-lost'
   | 'released'
-  | 'sleeping';
+  | 'sleeping'
+  | 'cancelled';

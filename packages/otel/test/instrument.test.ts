@@ -96,6 +96,28 @@ describe('instrument', () => {
     );
   });
 
+  it('a run an operator cancels ends its span with outcome cancelled, while the engine runs', async () => {
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const { spans, tracerProvider, engine } = setup({
+      work: async (_job, ctx) => {
+        started();
+        await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve()));
+      },
+    });
+    instrument(engine, { tracerProvider, meterProvider: inMemoryTelemetry().meterProvider });
+    const cancelled = new Promise<void>((resolve) => engine.on('cancelled', () => resolve()));
+    const job = await engine.enqueue('work');
+    await engine.start();
+    await running;
+    expect(await engine.admin.cancel(job.id)).toBe('requested');
+    await cancelled;
+    const run = spans.getFinishedSpans().find((span) => span.name === 'jobs.run work');
+    expect(run?.attributes['jobs.job.outcome']).toBe('cancelled');
+  });
+
   it('after the returned function is called, nothing is traced or added to meta', async () => {
     const { spans, tracerProvider, engine } = setup();
     const remove = instrument(engine, {
