@@ -1,6 +1,6 @@
 /** Plain-text output: aligned tables, short durations, times relative to the store's now. */
 
-// Durations, relative times and scope limits read as on the dashboard: one formatter for both.
+// Durations, relative times, scope limits and waits read as on the dashboard: one formatter for both.
 import {
   type ScopeLimited,
   scopeLimitOf,
@@ -8,7 +8,7 @@ import {
   inZone as zonedText,
 } from '@jobs/dashboard/text';
 
-export { duration, relativeText as relative } from '@jobs/dashboard/text';
+export { duration, jobWait, relativeText as relative } from '@jobs/dashboard/text';
 
 /** Columns whose cells are right-aligned (counts). */
 export interface TableOptions {

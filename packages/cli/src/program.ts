@@ -15,6 +15,7 @@ import { registerRetryDelete } from './commands/retry-delete.js';
 import { registerSchedules } from './commands/schedules.js';
 import { registerServe } from './commands/serve.js';
 import { registerShow } from './commands/show.js';
+import { registerSignal } from './commands/signal.js';
 import { registerStatus } from './commands/status.js';
 import { registerSuspend } from './commands/suspend.js';
 import { registerTail } from './commands/tail.js';
@@ -49,7 +50,7 @@ function createProgram(app: App): Command {
     .configureHelp({ showGlobalOptions: true })
     .addHelpText(
       'after',
-      '\nExamples:\n  jobsctl migrate --db ./jobs.db\n  JOBS_DATABASE_URL=postgres://app@db:5432/app jobsctl status\n  jobsctl list --state deadletter --type send-email\n  jobsctl retry --all --state deadletter --dry-run',
+      '\nExamples:\n  jobsctl migrate --db ./jobs.db\n  JOBS_DATABASE_URL=postgres://app@db:5432/app jobsctl status\n  jobsctl list --state deadletter --type send-email\n  jobsctl retry --all --state deadletter --dry-run\n  jobsctl signal approval --key o-1 --payload \'{"ok":true}\'',
     );
   registerMigrate(program, app);
   registerStatus(program, app);
@@ -58,6 +59,7 @@ function createProgram(app: App): Command {
   registerRetryDelete(program, app);
   registerCancel(program, app);
   registerSuspend(program, app);
+  registerSignal(program, app);
   registerSchedules(program, app);
   registerHistory(program, app);
   registerTail(program, app);

@@ -524,6 +524,99 @@ export function cliSuite(backend: Backend | null, name: string, full = false): v
       });
     });
 
+    it('signal, run through sh -c, resumes a job waiting in ctx.waitFor with its payload; show says what a parked job waits for', async () => {
+      let resume: (approval: unknown) => void = () => {};
+      const resumed = new Promise<unknown>((resolve) => {
+        resume = resolve;
+      });
+      const engineStore = await b.openStore();
+      const engine = new JobEngine({
+        store: engineStore,
+        logger: silentLogger,
+        pollIntervalMs: 50,
+        handlers: {
+          'await-approval': async (job, ctx) => {
+            const { order } = job.payload as { order: string };
+            const approval = await ctx.waitFor('approval', { key: order, timeoutMs: 3_600_000 });
+            resume(approval);
+            return approval;
+          },
+          'cool-off': async (_job, ctx) => ctx.sleep('cool-off', 3_600_000),
+        },
+      });
+      /** Job `id` once its handler parked it (a timer with its wait's checkpoint). */
+      const parked = async (id: string): Promise<void> => {
+        for (;;) {
+          const job = await store.getJob(id);
+          if (job?.state === 'timer' && job.steps && job.steps.length > 0) return;
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+      };
+      try {
+        await engine.start();
+        const waiting = await engine.enqueue('await-approval', { order: 'o-1' });
+        const sleeping = await engine.enqueue('cool-off', {});
+        await parked(waiting.id);
+        await parked(sleeping.id);
+        expect(await ok(['show', sleeping.id, ...db])).toMatch(
+          /^ {2}waiting +sleeps until \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ \(in [^)]+\) \(ctx\.sleep "cool-off"\)$/m,
+        );
+        expect(await ok(['show', waiting.id, ...db])).toMatch(
+          /^ {2}waiting +for signal approval until \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ \(in [^)]+\) \(ctx\.waitFor "approval"; send it with jobsctl signal approval --key <key>\)$/m,
+        );
+        // A signal for another key wakes nobody.
+        expect(await json(['signal', 'approval', '--key', 'o-2', '--payload', '7', ...db])).toEqual(
+          { name: 'approval', key: 'o-2', payloadBytes: 1 },
+        );
+        const command = [
+          process.execPath,
+          BIN,
+          'signal',
+          'approval',
+          '--key',
+          'o-1',
+          '--payload',
+          '{"ok": true, "by": "ops"}',
+          ...db,
+        ]
+          .map(shellQuote)
+          .join(' ');
+        const sent = await run('sh', ['-c', command]);
+        expect(sent).toEqual({
+          code: 0,
+          stdout:
+            'sent signal approval (key o-1, 22 bytes of JSON): a job waiting for it is due now; if none waits yet, the first to wait takes it\n',
+          stderr: '',
+        });
+        expect(await resumed).toEqual({ ok: true, by: 'ops' });
+        expect(await ok(['show', waiting.id, ...db])).not.toMatch(/^ {2}waiting /m);
+      } finally {
+        await engine.stop();
+        await engineStore.close();
+      }
+    });
+
+    if (full) {
+      it('signal refuses a bad name or an oversized payload with exit code 2, naming the argument', async () => {
+        const cases: [string[], string][] = [
+          [
+            ['signal', '', '--key', 'o-1'],
+            "jobsctl: error: <name>: engine.signal: a signal's name is a string of 1 to 255 characters without control characters",
+          ],
+          [
+            ['signal', 'approval', '--key', 'o-1', '--payload', JSON.stringify('x'.repeat(70_000))],
+            'jobsctl: error: --payload: engine.signal: the payload is 70002 bytes of JSON, more than the limit of 65536',
+          ],
+        ];
+        for (const [args, message] of cases) {
+          const result = await jobs([...args, ...db]);
+          expect(result.code, args[1]).toBe(2);
+          expect(oneLine(result.stderr)).toBe(message);
+          expect(result.stdout).toBe('');
+        }
+      });
+    }
+
     it('suspend parks the waiting jobs matching filters and activate brings them back', async () => {
       const [timer, due, other] = await enqueue([
         { type: 'sync', tenantId: 'acme', delayMs: 3_600_000 },

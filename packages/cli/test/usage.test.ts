@@ -33,11 +33,13 @@ describe('the jobsctl command line', () => {
       'schedules',
       'history',
       'tail',
+      'signal',
     ]) {
       expect(help).toMatch(new RegExp(`^  ${command} `, 'm'));
     }
     expect(help).toContain('--db <url|file>');
     expect(await ok(['retry', '--help'])).toMatch(/--dry-run/);
+    expect(await ok(['signal', '--help'])).toMatch(/--payload <json>/);
     expect(await ok(['schedules', 'pause', '--help'])).toMatch(/Usage: jobsctl schedules pause/);
     expect(await ok(['--version'])).toMatch(/^\d+\.\d+\.\d+\n$/);
   });
@@ -50,6 +52,11 @@ describe('the jobsctl command line', () => {
       [['list', '--db', 'x.db', '--limit', 'many'], /'--limit <n>' argument 'many' is invalid/],
       [['list', '--db', 'x.db', '--state', 'dead'], /unknown state dead \(states: timer, async/],
       [['show', '--db', 'x.db'], /missing required argument 'id'/],
+      [['signal', 'approval', '--db', 'x.db'], /required option '--key <key>' not specified/],
+      [
+        ['signal', 'approval', '--key', 'o-1', '--payload', '{ok: true}', '--db', 'x.db'],
+        /option '--payload <json>' argument '\{ok: true\}' is invalid\. not JSON \(/,
+      ],
     ];
     for (const [args, message] of cases) {
       const result = await jobs(args);

@@ -1,6 +1,6 @@
 /**
  * Plain text both operator tools print the same way: durations, times relative to the store's
- * clock, a job's scope limit. The dashboard renders with it and `@jobs/cli` imports it from the
+ * clock, a job's scope limit, what a parked job waits for. The dashboard renders with it and `@jobs/cli` imports it from the
  * `@jobs/dashboard/text` entry, which loads nothing else of the dashboard.
  *
  * @example
@@ -8,6 +8,7 @@
  * duration(3_725_000); // '1h 2m'
  * relativeText(job.dueAt, (await store.now()).getTime()); // 'in 5m 3s', '3m 12s ago' or 'now'
  * scopeLimitText({ exclusive: false, scopeLimit: 2 }); // 'limit 2'
+ * jobWait(job, now); // { kind: 'sleep', step: 'cool-off', until: Date } or null
  */
 
 const UNITS: readonly (readonly [string, number])[] = [
@@ -78,4 +79,47 @@ export function inZone(at: Date, timeZone: string, label: 'name' | 'offset' = 'n
   );
   const zone = label === 'offset' ? parts.timeZoneName : timeZone;
   return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second} ${zone}`;
+}
+
+/** A durable step as `Job.steps` holds it; `JobStep` of `@jobs/core` fits. */
+export interface StepLike {
+  name: string;
+  result: unknown;
+}
+
+/**
+ * What a parked job waits for: a sleep's end (`ctx.sleep`), or a signal by name until the
+ * wait's timeout (`ctx.waitFor`). `step` is the checkpoint's key (`approval`, `approval#2`).
+ */
+export type JobWait =
+  | { kind: 'sleep'; step: string; until: Date }
+  | { kind: 'signal'; step: string; signal: string; until: Date };
+
+/**
+ * What a job parked by `ctx.sleep` or `ctx.waitFor` waits for, read from its state and steps
+ * alone: the wait's checkpoint is its last step — `{ "$sleepUntil": ms }`, or `{ "$waitUntil":
+ * ms }` for a signal not taken yet — and the job is a `timer` due then. Null for any other job,
+ * and once that time has passed (the job is due). A signal's key is not in the job (the store
+ * keeps it with the waiter record), so it is not here.
+ *
+ * @example
+ * jobWait(job, now); // { kind: 'signal', step: 'approval', signal: 'approval', until: Date }
+ */
+export function jobWait(
+  job: { state: string; steps?: readonly StepLike[] },
+  now: number,
+): JobWait | null {
+  const last = job.state === 'timer' ? job.steps?.at(-1) : undefined;
+  if (!last || typeof last.result !== 'object' || last.result === null) return null;
+  const { $sleepUntil, $waitUntil } = last.result as Record<string, unknown>;
+  const step = last.name;
+  if (typeof $sleepUntil === 'number' && $sleepUntil > now) {
+    return { kind: 'sleep', step, until: new Date($sleepUntil) };
+  }
+  if (typeof $waitUntil === 'number' && $waitUntil > now) {
+    // Keys of a name used again in one run carry a counter: `approval#2`.
+    const signal = step.replace(/#\d+$/, '');
+    return { kind: 'signal', step, signal, until: new Date($waitUntil) };
+  }
+  return null;
 }

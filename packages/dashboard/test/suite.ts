@@ -85,6 +85,12 @@ export function dashboardSuite(open: () => Promise<Backend | null>): void {
           throw new UnrecoverableError(HOSTILE);
         },
         report: async () => ({ rows: 1 }),
+        // Parked until the test signals it (or an hour passes).
+        'await-approval': async (_job, ctx) => {
+          await ctx.step('charge', async () => ({ id: 'ch_1' }));
+          return ctx.waitFor('approval', { key: 'o-1', timeoutMs: 3_600_000 });
+        },
+        'cool-off': async (_job, ctx) => ctx.sleep('cool-off', 3_600_000),
         // Runs until cancelled, reporting progress.
         long: async (_job, ctx) => {
           ctx.progress({ done: 3, total: 10 });
@@ -294,6 +300,57 @@ export function dashboardSuite(open: () => Promise<Backend | null>): void {
       expect(errors).toEqual([]);
     } finally {
       for (const job of Object.values(made)) await store.deleteJob(job.id);
+    }
+  });
+
+  it('shows what a parked job waits for: on its page (timeline and a card) and in the jobs list', async (t) => {
+    if (!backend) return t.skip();
+    const waiting = await engine.enqueue('await-approval', {});
+    const sleeping = await engine.enqueue('cool-off', {});
+    const parked = (id: string) =>
+      until(`job ${id} parked`, async () => {
+        const job = await store.getJob(id);
+        return job?.state === 'timer' && (job.steps?.length ?? 0) > 0;
+      });
+    await parked(waiting.id);
+    await parked(sleeping.id);
+    try {
+      await visit(`/jobs/${waiting.id}`);
+      await expect(
+        page.locator('.timeline li').last().locator('div').first().textContent(),
+      ).resolves.toBe('waiting for signal approval (ctx.waitFor approval) or its timeout');
+      const card = page.locator('.card', {
+        has: page.locator('h2:text-is("Waiting for a signal")'),
+      });
+      await expect(card.locator('dt:text-is("Signal") + dd').textContent()).resolves.toBe(
+        'approval',
+      );
+      await expect(
+        card.locator('dt:text-is("Times out") + dd time').textContent(),
+      ).resolves.toMatch(/^in /);
+      await expect(card.locator('code').last().textContent()).resolves.toBe('engine.signal(…)');
+      await shot('job-waiting');
+      await visit(`/jobs/${sleeping.id}`);
+      await expect(
+        page.locator('.timeline li').last().locator('div').first().textContent(),
+      ).resolves.toBe('sleeping (ctx.sleep cool-off) until its wake time');
+      const nap = page.locator('.card', { has: page.locator('h2:text-is("Sleeping")') });
+      await expect(nap.locator('dt:text-is("Wakes") + dd time').textContent()).resolves.toMatch(
+        /^in /,
+      );
+
+      await visit('/jobs?state=timer&type=await-approval');
+      await expect(page.locator('tbody tr td:nth-child(3) .wait').textContent()).resolves.toMatch(
+        /^waits for signal approval · times out in /,
+      );
+      await visit('/jobs?state=timer&type=cool-off');
+      await expect(page.locator('tbody tr td:nth-child(3) .wait').textContent()).resolves.toMatch(
+        /^sleeps · wakes in /,
+      );
+      await shot('jobs-waiting');
+      expect(errors).toEqual([]);
+    } finally {
+      for (const job of [waiting, sleeping]) await store.deleteJob(job.id);
     }
   });
 

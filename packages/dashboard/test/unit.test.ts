@@ -16,7 +16,14 @@ import { describe, expect, it } from 'vitest';
 import { escapeHtml } from '../src/html.js';
 import { createDashboard } from '../src/index.js';
 import { readJobsPage, SlowReadCache, scanJobs } from '../src/reads.js';
-import { duration, inZone, relativeText, scopeLimitOf, scopeLimitText } from '../src/text.js';
+import {
+  duration,
+  inZone,
+  jobWait,
+  relativeText,
+  scopeLimitOf,
+  scopeLimitText,
+} from '../src/text.js';
 
 async function storeWithJobs(n: number): Promise<MemoryJobStore> {
   const store = new MemoryJobStore();
@@ -191,6 +198,83 @@ describe('a job acquired but not started, and one running', () => {
       /<td class="mono">charge&lt;1&gt;<\/td><td>2026-11-27 09:01:00 UTC<\/td><td>[^<]+<\/td><td><code>\{&quot;id&quot;:&quot;ch_&lt;1&gt;&quot;\}<\/code>/,
     );
     expect(run).not.toContain('not started yet');
+  });
+});
+
+describe('a job parked by ctx.sleep or ctx.waitFor', () => {
+  it('the job page and the jobs list say what it waits for, until when; not once it resumed', async () => {
+    const store = new MemoryJobStore();
+    let resume: (approval: unknown) => void = () => {};
+    const resumed = new Promise<unknown>((resolve) => {
+      resume = resolve;
+    });
+    const engine = new JobEngine({
+      store,
+      logger: silentLogger,
+      pollIntervalMs: 25,
+      handlers: {
+        nap: async (_job, ctx) => ctx.sleep('cool<off>', 3_600_000),
+        approve: async (_job, ctx) => {
+          await ctx.step('charge', async () => ({ id: 'ch_1' }));
+          resume(await ctx.waitFor('approval', { key: 'o-1', timeoutMs: 86_400_000 }));
+        },
+      },
+    });
+    const dashboard = createDashboard({ store, logger: silentLogger });
+    const text = async (path: string) =>
+      (await dashboard.fetch(new Request(`http://localhost${path}`))).text();
+    const parked = async (id: string): Promise<void> => {
+      for (;;) {
+        const job = await store.getJob(id);
+        if (job?.state === 'timer' && job.steps?.length) return;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    };
+    await engine.start();
+    try {
+      const nap = await engine.enqueue('nap', {});
+      const approve = await engine.enqueue('approve', {});
+      await parked(nap.id);
+      await parked(approve.id);
+
+      const napPage = await text(`/jobs/${nap.id}`);
+      expect(napPage).toContain(
+        'sleeping (<code>ctx.sleep</code> <span class="mono">cool&lt;off&gt;</span>) until its wake time',
+      );
+      expect(napPage).toMatch(
+        /<h2>Sleeping<\/h2><dl class="kv"><dt>Sleep<\/dt><dd><span class="mono">cool&lt;off&gt;<\/span><\/dd>\n<dt>Wakes<\/dt><dd><time [^>]+>in [^<]+<\/time> <span class="muted small">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC<\/span><\/dd>/,
+      );
+      const approvePage = await text(`/jobs/${approve.id}`);
+      expect(approvePage).toContain(
+        'waiting for signal <span class="mono">approval</span> (<code>ctx.waitFor</code> <span class="mono">approval</span>) or its timeout',
+      );
+      expect(approvePage).toMatch(
+        /<h2>Waiting for a signal<\/h2><dl class="kv"><dt>Signal<\/dt><dd><span class="mono">approval<\/span><\/dd>\n<dt>Times out<\/dt><dd><time [^>]+>in [^<]+<\/time>/,
+      );
+      expect(approvePage).toContain('<code>jobsctl signal approval --key &lt;key&gt;');
+      // The list: a note under each one's state.
+      const list = await text('/jobs?state=timer');
+      expect(list).toMatch(
+        /<div class="muted small wait">sleeps · wakes <time [^>]+>in [^<]+<\/time><\/div>/,
+      );
+      expect(list).toMatch(
+        /<div class="muted small wait">waits for signal <span class="mono">approval<\/span> · times out <time [^>]+>in [^<]+<\/time><\/div>/,
+      );
+
+      await engine.signal('approval', { key: 'o-1', payload: { ok: true } });
+      expect(await resumed).toEqual({ ok: true });
+      // Resumed: neither page nor list says it waits any more (its history record remains).
+      for (;;) {
+        const job = await store.getJob(approve.id);
+        if (job?.state !== 'timer') break;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      expect(await text(`/jobs/${approve.id}`)).not.toContain('Waiting for a signal');
+      expect(await text('/jobs')).not.toContain('waits for signal');
+      expect(await text('/jobs')).toContain('sleeps · wakes');
+    } finally {
+      await engine.stop();
+    }
   });
 });
 
@@ -513,5 +597,34 @@ describe('@jobs/dashboard/text', () => {
     ];
     expect(jobs.map(scopeLimitText)).toEqual(['limit 2', 'exclusive', 'exclusive', null]);
     expect(jobs.map(scopeLimitOf)).toEqual([2, 1, 1, null]);
+  });
+
+  it('jobWait reads a parked job from its last step: a sleep, a signal by name; nothing else', () => {
+    const now = Date.UTC(2026, 10, 28, 9);
+    const step = (name: string, result: unknown) => ({ name, result });
+    const charge = step('charge', { id: 'ch_1' });
+    const timer = (...steps: { name: string; result: unknown }[]) => ({ state: 'timer', steps });
+    expect(jobWait(timer(charge, step('nap', { $sleepUntil: now + 5 })), now)).toEqual({
+      kind: 'sleep',
+      step: 'nap',
+      until: new Date(now + 5),
+    });
+    expect(jobWait(timer(step('approval#2', { $waitUntil: now + 5 })), now)).toEqual({
+      kind: 'signal',
+      step: 'approval#2',
+      signal: 'approval',
+      until: new Date(now + 5),
+    });
+    const nothing = [
+      timer(step('nap', { $sleepUntil: now })), // its time came: due
+      timer(step('nap', { $sleepUntil: now + 5 }), charge), // woke and went on
+      timer(step('approval', { $signal: { ok: true } })), // the signal was taken
+      { state: 'async', steps: [step('approval', { $waitUntil: now + 5 })] }, // signalled: due
+      timer(charge),
+      timer(step('raw', 42)),
+      timer(),
+      { state: 'timer' }, // a store without steps
+    ];
+    expect(nothing.map((job) => jobWait(job, now))).toEqual(nothing.map(() => null));
   });
 });

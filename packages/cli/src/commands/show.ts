@@ -1,13 +1,14 @@
 /**
  * `jobsctl show <id>`: every field of one job (its scope with its limit, whether a cancel was
- * requested), its payload and latest progress as indented JSON, its log, its durable steps
- * (`ctx.step`: name, when, how long, result), its last error.
+ * requested), what it waits for when `ctx.sleep` or `ctx.waitFor` parked it, its payload and
+ * latest progress as indented JSON, its log, its durable steps (`ctx.step`: name, when, how
+ * long, result), its last error.
  */
 import type { Job } from '@jobs/core';
 import type { Command } from 'commander';
 import type { App } from '../app.js';
 import { CliError } from '../errors.js';
-import { cell, duration, relative, scopeCell, utc, withScopeLimit } from '../format.js';
+import { cell, duration, jobWait, relative, scopeCell, utc, withScopeLimit } from '../format.js';
 
 /**
  * A finished job as history keeps it: `admin.getJob` returns one for a job that left the table
@@ -33,6 +34,15 @@ const indent = (text: string): string =>
     .split('\n')
     .map((line) => `  ${line}`)
     .join('\n');
+
+/** `sleeps until … (ctx.sleep "cool-off")` / `for signal approval until …`, or null. */
+function waitLine(job: FoundJob, now: number): string | null {
+  const wait = jobWait(job, now);
+  if (wait === null) return null;
+  if (wait.kind === 'sleep')
+    return `sleeps until ${when(wait.until, now)} (ctx.sleep "${wait.step}")`;
+  return `for signal ${wait.signal} until ${when(wait.until, now)} (ctx.waitFor "${wait.step}"; send it with jobsctl signal ${wait.signal} --key <key>)`;
+}
 
 export function renderJob(job: FoundJob, now: number): string {
   const finished = job.state === 'finished' ? job : null;
@@ -62,6 +72,8 @@ export function renderJob(job: FoundJob, now: number): string {
     ['lock owner', job.lockOwner ?? '-'],
     ['lease expires', when(job.lockExpiresAt, now)],
   ];
+  const wait = waitLine(job, now);
+  if (wait !== null) fields.push(['waiting', wait]);
   if (job.state === 'running' && job.startedAt !== undefined) {
     // Start marks: a job leased and waiting in its owner's prefetch has not started.
     fields.push([

@@ -1,6 +1,7 @@
 /**
  * Job detail: payload as pretty JSON, a timeline, attempts, the last error with its stack,
- * progress and lease, its log and its durable steps (`ctx.step`); actions retry, delete, cancel, suspend/activate (with confirmation).
+ * progress and lease, what it waits for (`ctx.sleep`, `ctx.waitFor`), its log and its durable
+ * steps (`ctx.step`); actions retry, delete, cancel, suspend/activate (with confirmation).
  */
 import { isWaitingState, type Job, type JobHistoryRecord } from '@jobs/core';
 import { actionForm, href, type PageRequest } from '../context.js';
@@ -8,7 +9,7 @@ import { clip, prettyJson, timeCell, utc } from '../format.js';
 import { html, type SafeHtml } from '../html.js';
 import { badge, page } from '../layout.js';
 import { findJob } from '../reads.js';
-import { duration, scopeLimitOf, scopeLimitText } from '../text.js';
+import { duration, type JobWait, jobWait, scopeLimitOf, scopeLimitText } from '../text.js';
 
 /** The live job, or its history record once it finished. */
 type Found = Job | JobHistoryRecord;
@@ -39,11 +40,42 @@ function nowText(job: Job, now: number): SafeHtml | string {
       const limit = scopeLimitText(job) ?? 'limited';
       return html`due, blocked: its scope is full (${limit}); starts when a slot frees`;
     }
-    default:
+    default: {
+      const wait = jobWait(job, now);
+      if (wait) return waitText(wait);
       return job.dueAt.getTime() > now
         ? 'waiting for its due time'
         : 'due, waiting for an executor';
+    }
   }
+}
+
+/** The timeline's last line: `sleeping (ctx.sleep cool-off) until its wake time` / `waiting for signal approval (…) or its timeout`. */
+function waitText(wait: JobWait): SafeHtml {
+  const step = html`<span class="mono">${wait.step}</span>`;
+  if (wait.kind === 'sleep')
+    return html`sleeping (<code>ctx.sleep</code> ${step}) until its wake time`;
+  const signal = html`<span class="mono">${wait.signal}</span>`;
+  return html`waiting for signal ${signal} (<code>ctx.waitFor</code> ${step}) or its timeout`;
+}
+
+/** What a parked job waits for and until when, and how to send the signal it waits for. */
+function waitCard(job: Found, now: number): SafeHtml | string {
+  const wait = jobWait(job, now);
+  if (!wait) return '';
+  const until = html`${timeCell(wait.until, now)} <span class="muted small">${utc(wait.until)}</span>`;
+  const free = html`<p class="muted small">It holds no worker, lease, connection or scope slot meanwhile.</p>`;
+  if (wait.kind === 'sleep') {
+    return card(
+      'Sleeping',
+      html`<dl class="kv">${kv('Sleep', html`<span class="mono">${wait.step}</span>`)}${kv('Wakes', until)}</dl>${free}`,
+    );
+  }
+  const send = html`<p class="small">Send it: <code>jobsctl signal ${wait.signal} --key &lt;key&gt; --payload '…'</code> or <code>engine.signal(…)</code> with the key the job waits for.</p>`;
+  return card(
+    'Waiting for a signal',
+    html`<dl class="kv">${kv('Signal', html`<span class="mono">${wait.signal}</span>`)}${kv('Times out', until)}</dl>${free}${send}`,
+  );
 }
 
 function timeline(job: Found, now: number): SafeHtml {
@@ -272,6 +304,6 @@ export async function jobPage(ctx: PageRequest, id: string): Promise<SafeHtml | 
 ${live ? actions(ctx, live) : finished}
 <div class="grid cols-2"><div class="card"><h2>Details</h2><dl class="kv">
 ${details(ctx, job)}</dl></div><div class="card"><h2>Timeline</h2>${timeline(job, ctx.now)}</div></div>
-${contentCards(job)}`;
+${waitCard(job, ctx.now)}${contentCards(job)}`;
   return page(ctx, `Job ${job.id}`, body);
 }

@@ -9,7 +9,7 @@ import { cappedCount as capText, clip, count, shortName, timeCell } from '../for
 import { html, type SafeHtml } from '../html.js';
 import { badge, numHead, page, tableHead } from '../layout.js';
 import { COUNT_CAP, cappedCount, type JobsPage, PAGE_SIZE, readJobsPage } from '../reads.js';
-import { scopeLimitText } from '../text.js';
+import { jobWait, scopeLimitText } from '../text.js';
 
 /** Filter fields: query parameter → `JobFilter` field. */
 const TEXT_FILTERS = [
@@ -41,6 +41,17 @@ export function filterOf(query: URLSearchParams): {
   return { filter, params };
 }
 
+/** Under a parked job's state: `sleeps · wakes in 5m` or `waits for signal approval · times out in 1d`. */
+function waitNote(job: Job, now: number): SafeHtml | string {
+  const wait = jobWait(job, now);
+  if (!wait) return '';
+  const what =
+    wait.kind === 'sleep'
+      ? html`sleeps · wakes`
+      : html`waits for signal <span class="mono">${shortName(wait.signal, 40)}</span> · times out`;
+  return html`<div class="muted small wait">${what} ${timeCell(wait.until, now)}</div>`;
+}
+
 /** A jobs-list row's cells: id, type, state, queue, scope, attempts, due, created, error/owner. */
 function jobRowCells(ctx: PageRequest, job: Job): SafeHtml[] {
   const link = html`<a href="${href(ctx, `/jobs/${encodeURIComponent(job.id)}`)}">${job.id}</a>`;
@@ -58,7 +69,7 @@ function jobRowCells(ctx: PageRequest, job: Job): SafeHtml[] {
   return [
     html`<td class="mono id">${link}</td>`,
     html`<td class="wrap">${shortName(job.type)}</td>`,
-    html`<td>${badge(job.state)}${flag}</td>`,
+    html`<td>${badge(job.state)}${flag}${waitNote(job, ctx.now)}</td>`,
     html`<td class="wrap">${shortName(job.queue, 40)}</td>`,
     html`<td class="mono small">${shortName(job.scope ?? '')}${limitNote}${tenant}</td>`,
     html`<td class="num">${job.attempts}</td>`,
