@@ -718,6 +718,14 @@ export interface StoreCapabilities {
    * acquisitions cost much per call and little per job asks for more (MySQL/MariaDB: 2,000).
    */
   batchLimit?: number;
+  /**
+   * An engine's default `pollIntervalMs` on this store while it has `notifications`. Absent:
+   * 5,000. A store whose `subscribe` also tells of jobs that became due by other paths (in a
+   * caller's transaction, released, retried) within a bounded time asks for more, since the
+   * engine's poll is then only the fallback of a fallback (MySQL/MariaDB, which reads whether
+   * a job is due before each wait on the server: 30,000).
+   */
+  pollIntervalMs?: number;
 }
 
 /**

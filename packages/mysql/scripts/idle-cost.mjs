@@ -1,7 +1,9 @@
 // Idle cost of MySQL/MariaDB nodes: statements per second an idle engine sends (counted in this
 // process on mysql2's connections), plus the server's Questions delta over the same window
-// (noisy when others use the server), and the pickup latency of one job enqueued by another store.
-// Usage: node scripts/idle-cost.mjs [nodes=1] [seconds=10]   (needs a build: pnpm build)
+// (noisy when others use the server), the pickup latency of one job enqueued by another store,
+// and, for a job delayed by each of `delays` ms, how many nodes acquire at its due time and the
+// statements sent around it.
+// Usage: node scripts/idle-cost.mjs [nodes=1] [seconds=10] [delays=300,40000]   (needs a build)
 import { performance } from 'node:perf_hooks';
 import { JobEngine } from '@jobs/core';
 import { MysqlJobStore } from '@jobs/mysql';
@@ -11,9 +13,10 @@ import mysql from 'mysql2/promise';
 const URL = process.env.JOBS_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
 const nodes = Number(process.argv[2] ?? 1);
 const seconds = Number(process.argv[3] ?? 10);
+const delays = (process.argv[4] ?? '300,40000').split(',').filter(Boolean).map(Number);
 
 let statements = 0;
-/** With JOBS_TRACE=1: statements by their first words, during the pickup phase. */
+/** With JOBS_TRACE=1: statements by their first words, in the idle and the pickup phases. */
 const trace = process.env.JOBS_TRACE === '1' ? new Map() : null;
 let tracing = false;
 for (const method of ['query', 'execute']) {
@@ -26,6 +29,26 @@ for (const method of ['query', 'execute']) {
       trace.set(key, (trace.get(key) ?? 0) + 1);
     }
     return original.apply(this, args);
+  };
+}
+
+/** A job of type `work` numbered `n`, due `delayMs` from its enqueue. */
+function newJob(n, delayMs) {
+  return {
+    type: 'work',
+    payload: { n },
+    dueAt: null,
+    delayMs,
+    priority: 0,
+    retries: 0,
+    scope: null,
+    exclusive: false,
+    key: null,
+    tenantId: null,
+    queue: 'default',
+    retryPolicy: null,
+    schedule: null,
+    occurrence: null,
   };
 }
 
@@ -44,6 +67,13 @@ try {
   const engines = [];
   for (let i = 0; i < nodes; i++) {
     const store = new MysqlJobStore({ uri: URL, database });
+    // Acquisitions of this node, counted around each delayed job's due time.
+    const node = { engine: null, store, acquisitions: 0 };
+    const acquire = store.acquire.bind(store);
+    store.acquire = (request) => {
+      node.acquisitions++;
+      return acquire(request);
+    };
     const engine = new JobEngine({
       store,
       owner: `idle-${i}`,
@@ -54,14 +84,19 @@ try {
       },
     });
     await engine.start();
-    engines.push({ engine, store });
+    node.engine = engine;
+    engines.push(node);
   }
   await new Promise((r) => setTimeout(r, 2_000));
   const before = statements;
   const wakeBefore = engines.reduce((sum, { store }) => sum + store.wakeSignalReads, 0);
   const q0 = await questions();
   const t0 = performance.now();
+  tracing = true;
   await new Promise((r) => setTimeout(r, seconds * 1_000));
+  tracing = false;
+  if (trace) console.log('idle', [...trace].sort((a, b) => b[1] - a[1]).slice(0, 25));
+  trace?.clear();
   const elapsed = (performance.now() - t0) / 1000;
   const q1 = await questions();
   const idle = statements - before;
@@ -72,33 +107,39 @@ try {
   tracing = true;
   for (let n = 0; n < 20; n++) {
     started.set(n, performance.now());
-    await writer.enqueue([
-      {
-        type: 'work',
-        payload: { n },
-        dueAt: null,
-        delayMs: 0,
-        priority: 0,
-        retries: 0,
-        scope: null,
-        exclusive: false,
-        key: null,
-        tenantId: null,
-        queue: 'default',
-        retryPolicy: null,
-        schedule: null,
-        occurrence: null,
-      },
-    ]);
+    await writer.enqueue([newJob(n, 0)]);
     for (let t = 0; t < 500 && picked.length <= n; t++) await new Promise((r) => setTimeout(r, 2));
     await new Promise((r) => setTimeout(r, 300));
   }
   tracing = false;
-  if (trace) console.log([...trace].sort((a, b) => b[1] - a[1]).slice(0, 25));
+  if (trace) console.log('pickup', [...trace].sort((a, b) => b[1] - a[1]).slice(0, 25));
   // What the 20 enqueues caused, beyond the idle rate over the same time.
   const pickupSeconds = (performance.now() - pickupT0) / 1000;
   const perEnqueue = (statements - pickupStart - (idle / elapsed) * pickupSeconds) / 20;
-  const sorted = [...picked].sort((a, b) => a - b);
+  // Delayed jobs: one at a time; the window around each due time counts what it cost.
+  const delayed = [];
+  for (const [i, delayMs] of delays.entries()) {
+    const n = 1_000 + i;
+    await writer.enqueue([newJob(n, delayMs)]);
+    const due = performance.now() + delayMs;
+    started.set(n, due);
+    await new Promise((r) => setTimeout(r, Math.max(0, delayMs - 200)));
+    const s0 = statements;
+    const a0 = engines.map((node) => node.acquisitions);
+    const w0 = performance.now();
+    for (let t = 0; t < 1_000 && picked.length <= 20 + i; t++) {
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    await new Promise((r) => setTimeout(r, Math.max(0, w0 + 1_200 - performance.now())));
+    const windowSeconds = (performance.now() - w0) / 1000;
+    delayed.push({
+      delayMs,
+      startedLateMs: Number(picked[20 + i]?.toFixed(1)),
+      nodesAcquiring: engines.filter((node, k) => node.acquisitions > a0[k]).length,
+      statementsBeyondIdle: Number((statements - s0 - (idle / elapsed) * windowSeconds).toFixed(1)),
+    });
+  }
+  const sorted = [...picked.slice(0, 20)].sort((a, b) => a - b);
   const p = (q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]?.toFixed(1);
   console.log(
     JSON.stringify({
@@ -109,6 +150,7 @@ try {
       serverQuestionsPerSecond: Number(((q1 - q0) / elapsed).toFixed(1)),
       pickupMs: { p50: p(0.5), p99: p(0.99), n: sorted.length },
       statementsPerEnqueueAllNodes: Number(perEnqueue.toFixed(1)),
+      delayed,
     }),
   );
   await Promise.all(engines.map(({ engine }) => engine.stop()));

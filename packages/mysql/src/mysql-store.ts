@@ -32,6 +32,12 @@ import { ringWaiters, WakeWaiter, waitConnection, waiterPrefix } from './wake-wa
 
 /** How long an idle store waits on the server between reads of the wake signal. */
 const DEFAULT_WAIT_MS = 4_000;
+/**
+ * Engines' default `pollIntervalMs` on a store that waits (`capabilities.pollIntervalMs`): the
+ * waits already read whether a job is due every `notifyWaitMs`, so the engine's own poll is a
+ * fallback of a fallback.
+ */
+const WAITING_POLL_MS = 30_000;
 /** Waiters one enqueue wakes: at least this many, one more per 16 jobs, at most `MAX_RUNG`. */
 const MIN_RUNG = 2;
 const MAX_RUNG = 8;
@@ -70,11 +76,12 @@ export interface MysqlJobStoreOptions extends NetworkTimeoutOptions {
   deleteReturning?: boolean;
   /**
    * How long, while an engine listens (`subscribe`), the store waits on the server for a
-   * wake-up before it reads whether another connection added jobs anyway. The wait is a
-   * `SELECT SLEEP(…)` on a connection of the store's own, which a store that enqueued ends
-   * (`KILL QUERY`, a few waiters per enqueue); when a wait ends on its own, the store reads
-   * whether a job is due (jobs enqueued in your transaction, released or retried ones). An idle
-   * store sends two statements per `notifyWaitMs`. Default 4 000.
+   * wake-up before it reads again whether a job is due. The wait is a `SELECT SLEEP(…)` on a
+   * connection of the store's own, which a store that enqueued ends (`KILL QUERY`, a few
+   * waiters per enqueue); before each wait the same statement reads whether a job is due (jobs
+   * enqueued in your transaction, released or retried ones) and then does not wait. An idle
+   * store sends one statement per `notifyWaitMs`, and its engines poll every 30 s by default
+   * (`capabilities.pollIntervalMs`). Default 4 000.
    */
   notifyWaitMs?: number;
   /**
@@ -200,6 +207,8 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
         transactionalEnqueue: true,
         multiProcess: true,
         concurrentCalls: (poolConfig(pool)?.connectionLimit ?? DEFAULT_POOL_SIZE) > 1,
+        // The waits read whether a job is due every `notifyWaitMs`: engines poll rarely.
+        ...(options.notifyIntervalMs === undefined ? { pollIntervalMs: WAITING_POLL_MS } : {}),
       },
     });
     this.notifier =
@@ -209,11 +218,7 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
               createHash('sha1').update(text).digest('hex'),
             ),
             () => waitConnection(ownSettings(), timeouts),
-            {
-              sql: `SELECT EXISTS(SELECT 1 FROM ${dialect.table('jobs')} FORCE INDEX (ix_jobs_due)
-                WHERE waiting = 1 AND due_at <= UTC_TIMESTAMP(3)) AS v`,
-              params: [],
-            },
+            `EXISTS(SELECT 1 FROM ${dialect.table('jobs')} FORCE INDEX (ix_jobs_due) WHERE waiting = 1 AND due_at <= UTC_TIMESTAMP(3))`,
             options.notifyWaitMs ?? DEFAULT_WAIT_MS,
             timeouts.queryTimeoutMs,
             driverErrno,
@@ -283,7 +288,7 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
   }
 
   /**
-   * Statements the wake-ups sent so far (waits and wake-signal reads, or the polled reads):
+   * Statements the wake-ups sent so far (the waits, each with its read, or the polled reads):
    * what idle engines on this store cost the database.
    */
   get wakeSignalReads(): number {

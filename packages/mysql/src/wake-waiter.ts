@@ -1,14 +1,16 @@
 /**
- * Wake-ups on MySQL/MariaDB without polling: an idle store waits on the server (`SELECT
- * SLEEP(…)` on a connection of its own, named by an alias every waiter of these tables shares)
- * and, when the wait ends, reads whether a waiting job is due (one dive into `ix_jobs_due`) —
- * two statements per `waitMs` instead of a read every few milliseconds. A store that enqueued
- * (committed, not in your transaction) ends the waits of a few waiters with `KILL QUERY`
- * (`ringWaiters`): a bounded number of statements per enqueue however many nodes wait, and an
- * interrupted wait wakes its subscribers at once. The read after each wait sees every commit
- * (out-of-order ones, jobs enqueued in your transaction, released or retried jobs, stores that
- * may not kill the waiters' queries): a due job wakes the subscribers then — and a job the woken
- * engines already took wakes nobody else.
+ * Wake-ups on MySQL/MariaDB without polling: an idle store waits on the server on a connection
+ * of its own, one statement per `waitMs` — `SELECT SLEEP(IF(<a job is due>, 0, waitMs))`, named
+ * by an alias every waiter of these tables shares: the read of whether a waiting job is due (one
+ * dive into `ix_jobs_due`) is the SLEEP's argument, so it runs before each wait, and a due job
+ * ends the statement at once. A store that enqueued (committed, not in your transaction) ends
+ * the waits of a few waiters with `KILL QUERY` (`ringWaiters`): a bounded number of statements
+ * per enqueue however many nodes wait, and an interrupted wait wakes its subscribers at once.
+ * The read before each wait sees every commit (out-of-order ones, jobs enqueued in your
+ * transaction, released or retried jobs, stores that may not kill the waiters' queries): a due
+ * job wakes the subscribers within one wait — and a job the woken engines already took wakes
+ * nobody else. After a wake-up the next wait reads nothing (a plain `SLEEP`), so a due job
+ * nobody here can take wakes the subscribers once per wait, never in a loop.
  */
 import { randomBytes } from 'node:crypto';
 import {
@@ -58,8 +60,8 @@ export class WakeWaiter implements StoreNotifier {
     readonly prefix: string,
     /** Opens the waiter's connection. */
     private readonly open: () => WaitConnection,
-    /** Whether a waiting job is due: one row, `v` 1 or 0. */
-    private readonly due: Query,
+    /** Whether a waiting job is due: a boolean SQL expression without parameters. */
+    private readonly due: string,
     private readonly waitMs: number,
     private readonly queryTimeoutMs: number,
     private readonly errno: (error: unknown) => number | undefined,
@@ -71,7 +73,7 @@ export class WakeWaiter implements StoreNotifier {
     this.closing.catch(() => {});
   }
 
-  /** Statements the waiter sent so far (waits and signal reads): the idle cost. */
+  /** Statements the waiter sent so far (one per wait): the idle cost. */
   get statements(): number {
     return this.count;
   }
@@ -109,45 +111,51 @@ export class WakeWaiter implements StoreNotifier {
     return Promise.race([this.connection.run(query, deadlineMs), this.closing]);
   }
 
-  private async isDue(): Promise<boolean> {
-    const { rows } = await this.send(this.due, this.queryTimeoutMs);
-    return Number(rows[0]?.v) === 1;
+  /**
+   * The next wait: one that first reads whether a job is due (and then does not wait), or,
+   * right after a wake-up (`plain`), a wait alone. Both start `SELECT SLEEP(` and carry the
+   * alias, as `ringWaiters` finds them.
+   */
+  private waitQuery(plain: boolean): Query {
+    const seconds = this.waitMs / 1_000;
+    return plain
+      ? { sql: `SELECT SLEEP(?) AS \`${this.alias}\``, params: [seconds] }
+      : {
+          sql: `SELECT SLEEP(IF(${this.due}, 0, ?)) AS \`${this.alias}\`, ${this.due} AS v`,
+          params: [seconds],
+        };
   }
 
-  /** Waits while anyone subscribes; wakes on a KILL QUERY, or when a job is due after a wait. */
+  /** Waits while anyone subscribes; wakes on a KILL QUERY, or when a job is due before a wait. */
   private async loop(): Promise<void> {
     let backoffMs = FIRST_BACKOFF_MS;
+    let plain = false;
     while (!this.closed && this.listeners.size > 0) {
       try {
-        const { rows } = await this.send(
-          {
-            sql: `SELECT SLEEP(?) AS \`${this.alias}\``,
-            params: [this.waitMs / 1_000],
-          },
-          this.waitMs + this.queryTimeoutMs,
-        );
-        // SLEEP answers 1 when a KILL QUERY ended it.
-        const interrupted = Number(Object.values(rows[0] ?? {})[0]) === 1;
-        if (interrupted) {
-          this.wake();
-        } else if ((await this.isDue()) && !this.closed) {
-          this.wake();
-        }
+        const { rows } = await this.send(this.waitQuery(plain), this.waitMs + this.queryTimeoutMs);
+        const row = rows[0] ?? {};
+        // SLEEP answers 1 when a KILL QUERY ended it; `v` is 1 when a job was due (read before
+        // the wait, or after it: the server may evaluate it either side of the SLEEP).
+        const woken = Number(row[this.alias]) === 1 || Number(row.v) === 1;
+        if (woken && !this.closed) this.wake();
+        plain = woken;
         backoffMs = FIRST_BACKOFF_MS;
       } catch (error) {
         if (this.closed) break;
-        // A KILL QUERY meant for the wait landed on the read: a wake-up all the same.
+        // A KILL QUERY of a wait that also reads: the statement fails instead of answering 1.
         if (this.errno(error) === ER_QUERY_INTERRUPTED) {
           this.wake();
+          plain = true;
           continue;
         }
-        // The connection is gone (server restart, network): a new one, after a pause; the
-        // engine's own poll covers the gap, and waking once catches up with what was missed.
+        // The connection is gone (server restart, network): a new one, after a pause. Waking
+        // after each pause lets the engines look for jobs themselves while the waits fail.
         void this.connection?.destroy();
         this.connection = null;
         await new Promise((resolve) => setTimeout(resolve, backoffMs).unref());
         backoffMs = Math.min(backoffMs * 2, MAX_BACKOFF_MS);
         if (!this.closed) this.wake();
+        plain = true;
       }
     }
     this.running = null;

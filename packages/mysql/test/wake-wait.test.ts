@@ -1,9 +1,10 @@
 /**
- * Wake-ups without polling (`WakeWaiter`): an idle store waits on the server and sends two
- * statements per `notifyWaitMs`; an enqueue ends the waits of a bounded number of waiters
- * (`KILL QUERY`), however many wait; a job committed in a caller's transaction — after a
- * younger job was seen, so the end of the primary key says nothing — is found by the read that
- * follows each wait.
+ * Wake-ups without polling (`WakeWaiter`): an idle store waits on the server and sends one
+ * statement per `notifyWaitMs` (the read of whether a job is due is the wait's argument); an
+ * enqueue ends the waits of a bounded number of waiters (`KILL QUERY`), however many wait; a
+ * job committed in a caller's transaction — after a younger job was seen, so the end of the
+ * primary key says nothing — is found by the read before the next wait; a due job nobody
+ * takes wakes the subscribers once per wait, not in a loop.
  */
 import { createHash } from 'node:crypto';
 import { makeNewJob } from '@jobs/conformance';
@@ -51,7 +52,7 @@ describe.skipIf(!reachable)('MySQL wake-ups by waiting on the server', () => {
   const db = new TestDatabase();
   db.register();
 
-  it('an idle store sends two statements per wait, not a read every 20 ms', async () => {
+  it('an idle store sends one statement per wait, not a read every 20 ms', async () => {
     const store = db.store({ notifyWaitMs: 1_000 });
     await store.migrate();
     const idle = wakes(store);
@@ -60,10 +61,10 @@ describe.skipIf(!reachable)('MySQL wake-ups by waiting on the server', () => {
       const before = store.wakeSignalReads;
       await sleep(2_500);
       const sent = store.wakeSignalReads - before;
-      // Two or three waits of a second each (a SLEEP and a read apiece); polling every 20 ms
-      // would have sent about 125 reads.
+      // Two or three waits of a second each, one statement apiece (four at most: one under way
+      // when counting began); polling every 20 ms would have sent about 125 reads.
       expect(sent).toBeGreaterThan(0);
-      expect(sent).toBeLessThanOrEqual(8);
+      expect(sent).toBeLessThanOrEqual(4);
       expect(idle.count).toBe(0);
     } finally {
       idle.off();
@@ -133,6 +134,26 @@ describe.skipIf(!reachable)('MySQL wake-ups by waiting on the server', () => {
     } finally {
       connection.release();
       await pool.end();
+      counter.off();
+    }
+  });
+
+  it('a due job nobody takes wakes the subscribers once per wait, not in a loop', async () => {
+    const tables = { tablePrefix: 'stuck_' };
+    const store = db.store({ ...tables, notifyWaitMs: 500 });
+    await store.migrate();
+    await store.enqueue([makeNewJob({ type: 'nobody-runs-this' })]);
+    const counter = wakes(store);
+    try {
+      expect(await until(() => counter.count > 0)).toBe(true);
+      const before = { wakes: counter.count, sent: store.wakeSignalReads };
+      await sleep(2_000);
+      // Four plain waits of half a second, each followed by a read that finds the job due and
+      // wakes (five of each at most, counting the pair under way); a loop would send hundreds.
+      expect(counter.count - before.wakes).toBeGreaterThan(0);
+      expect(counter.count - before.wakes).toBeLessThanOrEqual(5);
+      expect(store.wakeSignalReads - before.sent).toBeLessThanOrEqual(10);
+    } finally {
       counter.off();
     }
   });

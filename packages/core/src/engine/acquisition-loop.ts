@@ -5,6 +5,8 @@
  *
  * A job enqueued through a running engine wakes the loop at once; other processes are woken by
  * the store's notifications, and polling (adaptive when the store has none) is the fallback.
+ * A pass woken only for housekeeping acquires nothing unless the housekeeping made jobs
+ * acquirable (recovered leases, fired schedules): an idle engine's statements are its poll's.
  * Pending completions ride on the next acquisition when the store has `completeAndAcquire` and
  * runs one call at a time (`Settlement.foldsCompletions`).
  */
@@ -17,11 +19,23 @@ import { MIN_POLL_MS, PREFETCH_HORIZON_MS } from './options.js';
 import type { EngineRuntime } from './runtime.js';
 import { type CompletionFold, completionOf } from './settlement.js';
 
+/**
+ * Longest pause after failed passes, whatever `pollIntervalMs`: a store that answers again is
+ * used again within seconds.
+ */
+const MAX_ERROR_DELAY_MS = 5_000;
+
 export class AcquisitionLoop {
   private unsubscribe: (() => void) | null = null;
   private done: Promise<void> | null = null;
   /** The due time last found passed with nothing acquired, and the wait before trying it again. */
   private overdue: { dueAt: number; retryMs: number } | null = null;
+  /**
+   * While idle, what is left until the next acquisition when nothing wakes the loop before:
+   * `leftMs` of the wait `idleWait` chose (counted down by the sleeps), or the next due time
+   * on the engine's clock, if one was read; null while the loop acquires.
+   */
+  private idle: { leftMs: number; dueAt: number | null } | null = null;
 
   constructor(
     private readonly rt: EngineRuntime,
@@ -55,9 +69,17 @@ export class AcquisitionLoop {
     let errorDelay = 100;
     const notifies = this.unsubscribe !== null;
     while (rt.running) {
+      const woken = wakeup.woken;
       wakeup.reset();
       try {
-        await this.maintenance.run();
+        const madeAcquirable = await this.maintenance.run();
+        const left = this.msUntilAcquisition();
+        if (!woken && !madeAcquirable && left > 0) {
+          // Woken for housekeeping only: nothing said a job is due before then.
+          await this.sleepIdle(left);
+          continue;
+        }
+        this.idle = null;
         const room = jobs.room();
         if (room <= 0 || (room < jobs.refillBatch() && jobs.size > 0)) {
           // Full enough: refill in batches, not one job at a time. A finishing job wakes us
@@ -83,12 +105,12 @@ export class AcquisitionLoop {
           notifies ? pollIntervalMs : idleDelay,
           acquired.length === 0 ? idleDelay : 0,
         );
-        await wakeup.sleep(wait);
+        await this.sleepIdle(wait);
         if (acquired.length === 0) idleDelay = Math.min(idleDelay * 2, pollIntervalMs, 1_000);
       } catch (error) {
         rt.reportError(error, 'acquire');
         await wakeup.sleep(errorDelay);
-        errorDelay = Math.min(errorDelay * 2, pollIntervalMs);
+        errorDelay = Math.min(errorDelay * 2, pollIntervalMs, MAX_ERROR_DELAY_MS);
       }
     }
   }
@@ -149,8 +171,8 @@ export class AcquisitionLoop {
   }
 
   /**
-   * Milliseconds to sleep when nothing is due: until the next due job (on the store's clock, to
-   * the millisecond), schedule or poll.
+   * Milliseconds until the next acquisition when nothing is due: until the next due job (on the
+   * store's clock, to the millisecond) or poll; kept in `idle`.
    *
    * A due time still ahead is slept to exactly, whatever the idle back-off. A due time already
    * passed with nothing acquired (`floor` > 0) is either an early wake-up (this clock a few ms
@@ -180,6 +202,26 @@ export class AcquisitionLoop {
     } else {
       this.overdue = null;
     }
-    return Math.min(wait, this.maintenance.msUntilNextPass(now));
+    this.idle = { leftMs: wait, dueAt: next && next.getTime() > now ? next.getTime() : null };
+    return wait;
+  }
+
+  /** Ms left until the next acquisition while idle (0: acquire now). */
+  private msUntilAcquisition(): number {
+    if (!this.idle) return 0;
+    const { leftMs, dueAt } = this.idle;
+    const untilDue = dueAt === null ? leftMs : Math.ceil(dueAt - this.rt.options.clock.now());
+    return Math.max(0, Math.min(leftMs, untilDue));
+  }
+
+  /**
+   * Sleeps `ms` towards the next acquisition, or less when housekeeping is due sooner
+   * (schedules, lease recovery), counting it off what is left.
+   */
+  private async sleepIdle(ms: number): Promise<void> {
+    const { clock } = this.rt.options;
+    const slept = Math.max(0, Math.min(ms, this.maintenance.msUntilNextPass(clock.now())));
+    await this.rt.wakeup.sleep(slept);
+    if (this.idle) this.idle.leftMs -= slept;
   }
 }

@@ -33,7 +33,8 @@ const PRUNE_BATCHES_PER_PASS = 20;
  * One housekeeping task. A pass runs, in list order, every task that is due: `everyMs` after it
  * last ran (on the monotonic clock), or whenever `due` says so; without either, on every pass.
  * A `background` task is started and not awaited (acquisition never waits for it), and is not
- * started again while it still runs.
+ * started again while it still runs. `run` resolves `true` when the task may have made jobs
+ * acquirable, so the pass acquires even when no poll is due.
  */
 interface PeriodicTask {
   readonly name: string;
@@ -100,14 +101,18 @@ export class Maintenance {
     this.wallAtClockSync = Date.now();
   }
 
-  /** One housekeeping pass: each task of the list runs when it is due. */
-  async run(): Promise<void> {
+  /**
+   * One housekeeping pass: each task of the list runs when it is due. True when a task may have
+   * made jobs acquirable (it recovered leases, or looked at the schedules).
+   */
+  async run(): Promise<boolean> {
     const local = monotonicClock.now();
+    let madeAcquirable = false;
     for (const task of this.tasks) {
       if (!this.isDue(task, local)) continue;
       this.lastRunAt.set(task.name, local);
       if (!task.background) {
-        await task.run();
+        if ((await task.run()) === true) madeAcquirable = true;
         continue;
       }
       this.inBackground.add(task.name);
@@ -116,6 +121,7 @@ export class Maintenance {
         .catch(() => undefined)
         .finally(() => this.inBackground.delete(task.name));
     }
+    return madeAcquirable;
   }
 
   private isDue(task: PeriodicTask, local: number): boolean {
@@ -126,11 +132,13 @@ export class Maintenance {
     return local - last >= task.everyMs();
   }
 
-  private async recoverLeases(): Promise<void> {
+  /** True when jobs became acquirable again (requeued, or released unstarted). */
+  private async recoverLeases(): Promise<boolean> {
     const recovered = await this.rt.options.store.recoverExpiredLeases(1000);
     if (recovered.requeued.length > 0 || recovered.deadlettered.length > 0) {
       this.rt.emit('leases-recovered', recovered);
     }
+    return recovered.requeued.length > 0 || (recovered.released?.length ?? 0) > 0;
   }
 
   /** The clock sync is due: its interval passed, or the wall clock stepped since the last one. */

@@ -58,7 +58,6 @@ const MIN_RETENTION_MS = 60_000;
 const MAX_RETENTION_MS = 3650 * 24 * 3_600_000;
 const HISTORY_KEEPS: readonly HistoryKeep[] = ['all', 'failed', 'none'];
 
-/** Fastest idle poll for stores without notifications; doubles while idle up to `pollIntervalMs`. */
 /**
  * Largest batch the default adaptive prefetch grows to (`concurrency + maxPrefetch`), unless the
  * store asks for another (`StoreCapabilities.batchLimit`).
@@ -71,7 +70,11 @@ export const DEFAULT_BATCH_LIMIT = 1_000;
  */
 export const PREFETCH_HORIZON_MS = 500;
 
+/** Fastest idle poll for stores without notifications; doubles while idle up to `pollIntervalMs`. */
 export const MIN_POLL_MS = 25;
+
+/** The fallback poll of an engine whose store notifies, unless the store asks for another. */
+const DEFAULT_NOTIFIED_POLL_MS = 5_000;
 
 export interface ResolvedHandler {
   handler: JobHandler;
@@ -150,7 +153,7 @@ export function resolveEngineOptions(options: EngineOptions): ResolvedEngineOpti
   const leaseMs = assertInteger(options.leaseMs ?? 30_000, 'leaseMs', 30, 24 * 3600_000);
   const notifies = store.capabilities.notifications && typeof store.subscribe === 'function';
   const pollIntervalMs = assertInteger(
-    options.pollIntervalMs ?? (notifies ? 5_000 : 1_000),
+    options.pollIntervalMs ?? (notifies ? storePollMs(store) : 1_000),
     'pollIntervalMs',
     MIN_POLL_MS,
     3600_000,
@@ -215,6 +218,16 @@ export function resolveEngineOptions(options: EngineOptions): ResolvedEngineOpti
     history: resolveHistory(options.history),
     historyGiven: options.history !== undefined,
   };
+}
+
+/** The default `pollIntervalMs` on a store with notifications (`StoreCapabilities.pollIntervalMs`). */
+function storePollMs(store: JobStore): number {
+  return assertInteger(
+    store.capabilities.pollIntervalMs ?? DEFAULT_NOTIFIED_POLL_MS,
+    `capabilities.pollIntervalMs of the ${store.name} store`,
+    MIN_POLL_MS,
+    3600_000,
+  );
 }
 
 /**

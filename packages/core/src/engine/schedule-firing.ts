@@ -38,15 +38,19 @@ export class ScheduleFiring {
     this.nextCheckAt = 0;
   }
 
-  /** Fires the schedules whose occurrence is due, when it is time to look. */
-  async fireDueSchedules(): Promise<void> {
+  /**
+   * Fires the schedules whose occurrence is due, when it is time to look. True when it looked
+   * (it may have created jobs).
+   */
+  async fireDueSchedules(): Promise<boolean> {
     const { clock, pollIntervalMs } = this.rt.options;
-    if (clock.now() < this.nextCheckAt) return;
+    if (clock.now() < this.nextCheckAt) return false;
     const generation = this.generation;
     const next = await this.schedules.fireDue();
     const fallback = clock.now() + pollIntervalMs;
     // A schedule defined, resumed or ended during the pass must not wait for the next one.
     this.nextCheckAt =
       generation !== this.generation ? 0 : next ? Math.min(next.getTime(), fallback) : fallback;
+    return true;
   }
 }

@@ -266,7 +266,12 @@ export interface EngineOptions<Jobs extends object = AnyJobs> {
   maxPrefetch?: number;
   /** Lease length; renewed every `leaseMs / 3` while jobs are held. Default 30 000. */
   leaseMs?: number;
-  /** Upper bound of the idle polling delay (fallback when no wake-up arrives). Default 5 000. */
+  /**
+   * Upper bound of the idle polling delay (fallback when no wake-up arrives). Default 5 000 on
+   * a store with notifications, unless it asks for another (`capabilities.pollIntervalMs`:
+   * MySQL/MariaDB 30 000, its wake-ups read whether a job is due every `notifyWaitMs`); 1 000
+   * on one without.
+   */
   pollIntervalMs?: number;
   /** Only jobs of these queues (default: all). */
   queues?: string[];

@@ -634,30 +634,45 @@ export class SqlJobStore implements JobStore {
     });
   }
 
-  /** Also sweeps the blocked sets (see `JobStore.rebalanceScopes`): recovered jobs free slots. */
+  /**
+   * Also sweeps the blocked sets (see `JobStore.rebalanceScopes`): recovered jobs free slots.
+   * One read first says whether any lease lapsed; only then are transactions opened.
+   */
   recoverExpiredLeases(limit: number): Promise<RecoverResult> {
     return this.afterChange(
       (async () => {
-        // Cancel-requested jobs first: they end cancelled, never requeued.
-        const cancelled = await this.run(
+        const lapsed = await this.run(
           'recoverExpiredLeases',
-          () => recover.recoverCancelled(this.context, limit),
-          { transaction: true, lockRetries: LOCK_RETRIES },
+          () => recover.anyExpiredLease(this.context),
+          { transaction: false },
         );
-        const result = await this.run(
-          'recoverExpiredLeases',
-          () => recover.recoverExpiredLeases(this.context, limit),
-          {
-            transaction: needsTransaction(this.dialect.ops.recover, this.context, limit),
-            lockRetries: LOCK_RETRIES,
-          },
-        );
+        const result = lapsed
+          ? await this.recoverLapsed(limit)
+          : { requeued: [], deadlettered: [] };
         // Follow-ups whose holder ended without the step after its settle (a crash between,
         // another process's settle, a deleted holder).
         await this.releaseFollowups(null).catch(() => undefined);
-        return cancelled.length > 0 ? { ...result, cancelled } : result;
+        return result;
       })(),
     );
+  }
+
+  /** Ends up to `limit` lapsed leases: cancel-requested jobs first, they end cancelled. */
+  private async recoverLapsed(limit: number): Promise<RecoverResult> {
+    const cancelled = await this.run(
+      'recoverExpiredLeases',
+      () => recover.recoverCancelled(this.context, limit),
+      { transaction: true, lockRetries: LOCK_RETRIES },
+    );
+    const result = await this.run(
+      'recoverExpiredLeases',
+      () => recover.recoverExpiredLeases(this.context, limit),
+      {
+        transaction: needsTransaction(this.dialect.ops.recover, this.context, limit),
+        lockRetries: LOCK_RETRIES,
+      },
+    );
+    return cancelled.length > 0 ? { ...result, cancelled } : result;
   }
 
   /** See `JobStore.rebalanceScopes` and `operations/blocked-set.ts`. */

@@ -31,6 +31,21 @@ export function* recoverCancelled(c: SqlEnv, limit: number): Operation<string[]>
   return cancelled;
 }
 
+/**
+ * True when some running job's lease lapsed (cancel-requested or not): one read through the
+ * lease index, so an idle recovery pass opens no transaction.
+ */
+export function* anyExpiredLease(c: SqlEnv): Operation<boolean> {
+  const rows = (yield {
+    sql: c.d.sql(
+      `SELECT 1 AS ${c.d.quote('one')} FROM ${c.jobs}
+        WHERE "state" = 'running' AND "lock_expires_at" <= ${c.d.now} LIMIT 1`,
+    ),
+    params: [],
+  }).rows;
+  return rows.length > 0;
+}
+
 /** Requeues (or dead-letters) jobs whose lease lapsed, by the dialect's `recover`. */
 export function* recoverExpiredLeases(c: SqlEnv, limit: number): Operation<RecoverResult> {
   return yield* c.d.ops.recover.run(c, limit);
