@@ -13,6 +13,13 @@ import {
   type JobFailure,
   type SettleResult,
 } from '../store.js';
+import {
+  cancelChildren,
+  childCancelled,
+  parentOf,
+  pendingChildIds,
+  wakeParentIfDone,
+} from './child-outcomes.js';
 import type { HeldJob } from './held-jobs.js';
 import type { EngineRuntime } from './runtime.js';
 
@@ -51,9 +58,36 @@ export class SettleOutcomes {
         continue;
       }
       this.rt.jobs.settled(held);
-      if (!lost.has(held.job.id)) cancelled();
-      else this.rt.reportLeaseLost(held);
+      if (!lost.has(held.job.id)) {
+        cancelled();
+        this.workflowCancelled(held);
+      } else this.rt.reportLeaseLost(held);
     }
+  }
+
+  /**
+   * A job ended cancelled: its unfinished children are cancelled too, and when it is a child,
+   * its parent is told (`child-outcomes.ts`).
+   */
+  private workflowCancelled(held: HeldJob): void {
+    const { store } = this.rt.options;
+    const steps = held.steps
+      ? held.steps.entries.map((text) => JSON.parse(text) as { result: unknown })
+      : held.job.steps;
+    const isChild = parentOf(held.job) !== null;
+    if (!isChild && pendingChildIds(steps).length === 0) return;
+    Promise.all([
+      cancelChildren(store, steps),
+      isChild ? childCancelled(store, held.job) : null,
+    ]).catch((error: unknown) => this.rt.reportError(error, 'cancel children'));
+  }
+
+  /** A child job ended (completed, dead-lettered): its parent is woken when it was the last. */
+  private childEnded(held: HeldJob): void {
+    if (parentOf(held.job) === null) return;
+    wakeParentIfDone(this.rt.options.store, held.job).catch((error: unknown) =>
+      this.rt.reportError(error, 'wake parent'),
+    );
   }
 
   /** A coalesced schedule fire waits for its previous occurrence to end: look again now. */
@@ -77,6 +111,7 @@ export class SettleOutcomes {
         if (listened) {
           this.rt.emit('completed', { job: held.job, durationMs: now - held.startedAt });
         }
+        this.childEnded(held);
         continue;
       }
       const completed = () =>
@@ -114,6 +149,7 @@ export class SettleOutcomes {
       if (!lost.has(held.job.id)) {
         this.rt.jobs.settled(held);
         failed();
+        if (!willRetry) this.childEnded(held);
       } else if (held.settleUncertain) {
         // An earlier call may have recorded the failure: then the job carries our error (it may
         // have been retried, even run and finished, since). A lease that really ran out carries
