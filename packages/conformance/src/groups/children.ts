@@ -2,8 +2,8 @@
  * Child jobs (`ctx.run`, on the abilities `steps` and `waits`): a child's result reaches its
  * parent and is memoised across a retry of the parent (the child enqueued and run once); a
  * fan-out of 100 children with a step beside them parks the parent once and resumes it once;
- * a dead-lettered or cancelled child is a `ChildJobError` in the parent; cancelling a parked
- * parent cancels its unfinished children; a wake-up lost with the process that settled the
+ * a dead-lettered or cancelled child is a `ChildJobError` in the parent; cancelling a parent,
+ * parked or running, cancels its unfinished children; a wake-up lost with the process that settled the
  * child (the child completed through the store, around any engine) still resumes the parent
  * after `childRecheckMs`. Real engines, short waits. Skipped by name without `steps`/`waits`
  * (and `cancellation` or `history` for the tests that need them).
@@ -73,9 +73,13 @@ async function parentOfSettledChild(
   });
   const parent = await engine.enqueue('parent', null);
   const childId = await parkedChild(store, parent.id, 'far');
-  const [child] = await acquire(store, { owner: 'settler', types: [ELSEWHERE] });
-  expect(child?.id).toBe(childId);
-  return { parentId: parent.id, child: child as Job, results };
+  // Polled: an engine's acquisition may hold the row for a moment (SKIP LOCKED passes it by).
+  const child = await waitFor(
+    'the settler to acquire the child',
+    async () => (await acquire(store, { owner: 'settler', types: [ELSEWHERE] }))[0],
+  );
+  expect(child.id).toBe(childId);
+  return { parentId: parent.id, child, results };
 }
 
 export function childrenGroup(h: Harness): void {
@@ -241,6 +245,41 @@ export function childrenGroup(h: Harness): void {
     if (store.history) {
       expect(await engine.admin.getJob(a)).toMatchObject({ outcome: 'cancelled' });
     }
+  });
+
+  it('cancelling a running parent cancels the children it enqueued, and the parent ends cancelled', async ({
+    skip,
+  }) => {
+    const store = await openWithChildren(h, skip);
+    if (!store.cancellation) skip('SKIPPED: the store has no `cancellation`');
+    const engine = await startEngine(h, store, {
+      leaseMs: 300,
+      handlers: {
+        parent: async (_job: Job, ctx: JobContext) => {
+          // The step keeps the run going (the parent parks only after it) until the cancel.
+          const held = ctx.step(
+            'hold',
+            () =>
+              new Promise((_resolve, reject) => {
+                ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason));
+              }),
+          );
+          await Promise.all([ctx.run('a', ELSEWHERE, 'a'), held]);
+        },
+      },
+    });
+    const cancelled: string[] = [];
+    engine.on('cancelled', ({ job }) => cancelled.push(job.id));
+    const parent = await engine.enqueue('parent', null);
+    const childId = await waitFor('the child to be enqueued', async () => {
+      const step = (await store.getJob(parent.id))?.steps?.find((s) => s.name === 'a');
+      return (step?.result as { $child?: string } | undefined)?.$child;
+    });
+    expect((await store.getJob(parent.id))?.state).toBe('running');
+    expect(await engine.admin.cancel(parent.id)).toBe('requested');
+    expect(await store.getJob(childId)).toBeNull();
+    await expectFinished(store, parent.id);
+    expect(cancelled).toEqual([parent.id]);
   });
 
   it('a lost wake-up still resumes the parent: a child completed through the store, around every engine, reaches its parent after childRecheckMs', async ({
