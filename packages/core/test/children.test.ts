@@ -19,7 +19,10 @@ import { engine, waitFor } from './helpers.js';
 
 const quiet = { debug() {}, info() {}, warn() {}, error() {} };
 
-/** Runs one `parent` job with `handler` (and `child` jobs with `child`) to its end. */
+/**
+ * Runs one `parent` job with `handler` (and `child` jobs with `child`) to its end; returns what
+ * its last run threw or returned.
+ */
 async function runParent(
   store: JobStore,
   handler: (job: Job, ctx: JobContext) => Promise<unknown>,
@@ -34,6 +37,8 @@ async function runParent(
     handlers: {
       child,
       parent: async (job: Job, ctx: JobContext) => {
+        // What the last run threw (an earlier run ends at the park with an interrupt).
+        error = undefined;
         try {
           result = await handler(job, ctx);
           return result;

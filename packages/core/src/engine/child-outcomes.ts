@@ -84,20 +84,31 @@ export async function sendChildOutcome(
 }
 
 /**
- * After child `job` ended: wakes its parent when none of the children the parent waits for is
- * unfinished. The siblings are looked at from a random one on, and the look stops at the first
- * unfinished: children that finish one after the other cost a read or two each, not a read of
- * every sibling.
+ * After jobs ended (one settle's worth): wakes each parent among theirs when none of the
+ * children it waits for is unfinished — one look per parent, however many of its children the
+ * settle ended. The look goes from the last child enqueued back and stops at the first
+ * unfinished one: children start in the order they were enqueued, so the last ones are the
+ * likeliest to be unfinished, and a settle costs a read or two per parent until the last child.
  */
-export async function wakeParentIfDone(store: JobStore, job: Job): Promise<void> {
-  const parentId = parentOf(job);
-  if (parentId === null || !store.waits) return;
+export async function wakeParentsIfDone(store: JobStore, ended: readonly Job[]): Promise<void> {
+  const byParent = new Map<string, Set<string>>();
+  for (const job of ended) {
+    const parentId = parentOf(job);
+    if (parentId === null) continue;
+    const done = byParent.get(parentId) ?? new Set<string>();
+    done.add(job.id);
+    byParent.set(parentId, done);
+  }
+  for (const [parentId, done] of byParent) await wakeParent(store, parentId, done);
+}
+
+async function wakeParent(store: JobStore, parentId: string, done: Set<string>): Promise<void> {
+  if (!store.waits) return;
   const parent = await store.getJob(parentId);
   if (!parent) return;
-  const siblings = pendingChildIds(parent.steps).filter((id) => id !== job.id);
-  const start = Math.floor(Math.random() * siblings.length);
-  for (let i = 0; i < siblings.length; i++) {
-    const sibling = await store.getJob(siblings[(start + i) % siblings.length] as string);
+  const siblings = pendingChildIds(parent.steps).filter((id) => !done.has(id));
+  for (let i = siblings.length - 1; i >= 0; i--) {
+    const sibling = await store.getJob(siblings[i] as string);
     if (sibling !== null && sibling.state !== 'deadletter') return;
   }
   await store.waits.signal(WAKE_SIGNAL, parentId, 'null');
@@ -111,7 +122,7 @@ export async function childCancelled(store: JobStore, job: Job): Promise<void> {
   const parentId = parentOf(job);
   if (parentId === null || (await store.getJob(parentId)) === null) return;
   await sendChildOutcome(store, job, CANCELLED_PAYLOAD);
-  await wakeParentIfDone(store, job);
+  await wakeParentsIfDone(store, [job]);
 }
 
 /**

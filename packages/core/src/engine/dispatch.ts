@@ -12,7 +12,7 @@ import {
   completedPayload,
   parentOf,
   sendChildOutcome,
-  wakeParentIfDone,
+  wakeParentsIfDone,
 } from './child-outcomes.js';
 import { type ChildRunOptions, runChild } from './children.js';
 import type { HeldJob, JobAbort } from './held-jobs.js';
@@ -355,7 +355,7 @@ export class Dispatcher {
     const { store } = this.rt.options;
     Promise.resolve()
       .then(() => sendChildOutcome(store, held.job, completedPayload(held.job.id, result)))
-      .then(() => wakeParentIfDone(store, held.job))
+      .then(() => wakeParentsIfDone(store, [held.job]))
       .catch((error: unknown) => this.rt.reportError(error, 'child result'));
   }
 

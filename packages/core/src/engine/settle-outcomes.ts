@@ -18,7 +18,7 @@ import {
   childCancelled,
   parentOf,
   pendingChildIds,
-  wakeParentIfDone,
+  wakeParentsIfDone,
 } from './child-outcomes.js';
 import type { HeldJob } from './held-jobs.js';
 import type { EngineRuntime } from './runtime.js';
@@ -82,10 +82,11 @@ export class SettleOutcomes {
     ]).catch((error: unknown) => this.rt.reportError(error, 'cancel children'));
   }
 
-  /** A child job ended (completed, dead-lettered): its parent is woken when it was the last. */
-  private childEnded(held: HeldJob): void {
-    if (parentOf(held.job) === null) return;
-    wakeParentIfDone(this.rt.options.store, held.job).catch((error: unknown) =>
+  /** Child jobs ended (completed, dead-lettered): their parents are woken when they were the last. */
+  private childrenEnded(ended: HeldJob[]): void {
+    if (ended.length === 0) return;
+    const children = ended.map((held) => held.job);
+    wakeParentsIfDone(this.rt.options.store, children).catch((error: unknown) =>
       this.rt.reportError(error, 'wake parent'),
     );
   }
@@ -101,6 +102,7 @@ export class SettleOutcomes {
     const refused = cancelRequestedIn(result);
     const now = Date.now();
     const listened = this.rt.listens('completed');
+    const ended: HeldJob[] = [];
     for (const held of done) {
       if (refused?.has(held.job.id)) {
         this.cancelRefused(held);
@@ -111,7 +113,7 @@ export class SettleOutcomes {
         if (listened) {
           this.rt.emit('completed', { job: held.job, durationMs: now - held.startedAt });
         }
-        this.childEnded(held);
+        if (parentOf(held.job) !== null) ended.push(held);
         continue;
       }
       const completed = () =>
@@ -125,12 +127,14 @@ export class SettleOutcomes {
         this.rt.reportLeaseLost(held);
       }
     }
+    this.childrenEnded(ended);
   }
 
   afterFail(fails: PendingFailure[], result: SettleResult): void {
     this.afterScheduledJobsEnded(fails.map((f) => f.held));
     const lost = new Set(result.lost);
     const refused = cancelRequestedIn(result);
+    const ended: HeldJob[] = [];
     for (const { held, failure, willRetry } of fails) {
       if (refused?.has(held.job.id)) {
         this.cancelRefused(held);
@@ -149,7 +153,7 @@ export class SettleOutcomes {
       if (!lost.has(held.job.id)) {
         this.rt.jobs.settled(held);
         failed();
-        if (!willRetry) this.childEnded(held);
+        if (!willRetry && parentOf(held.job) !== null) ended.push(held);
       } else if (held.settleUncertain) {
         // An earlier call may have recorded the failure: then the job carries our error (it may
         // have been retried, even run and finished, since). A lease that really ran out carries
@@ -164,6 +168,7 @@ export class SettleOutcomes {
         this.rt.reportLeaseLost(held);
       }
     }
+    this.childrenEnded(ended);
     // A retry is a new timer: let the loop see its due time.
     if (fails.some((f) => f.willRetry)) this.rt.wakeup.wake();
   }
