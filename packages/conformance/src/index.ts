@@ -18,6 +18,7 @@ import { acquireGroup } from './groups/acquire.js';
 import { adminGroup } from './groups/admin.js';
 import { blockedSetGroup } from './groups/blocked-set.js';
 import { cancellationGroup } from './groups/cancellation.js';
+import { childrenGroup } from './groups/children.js';
 import { clockGroup } from './groups/clock.js';
 import { deadletterGroup } from './groups/deadletter.js';
 import { durabilityGroup } from './groups/durability.js';
@@ -191,6 +192,10 @@ const GROUPS: Record<GroupName, { title: string; define: GroupDefinition }> = {
   waits: {
     title: 'durable waits (23): ctx.sleep frees the worker, fenced by the lease',
     define: waitsGroup,
+  },
+  children: {
+    title: 'child jobs: ctx.run awaits a child without holding the worker, fan-in, cancel cascade',
+    define: childrenGroup,
   },
   'operator-views': {
     title: 'operator views: queue stats (optional)',

@@ -35,6 +35,7 @@ export const GROUP_NAMES = [
   'logs',
   'steps',
   'waits',
+  'children',
   'schedules',
   'schedule-engine',
   'engine',

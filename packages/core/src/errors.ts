@@ -199,6 +199,55 @@ export class JobFailedError extends JobsError {
   }
 }
 
+/**
+ * A child job awaited with `ctx.run` did not complete: it ended in the dead-letter area
+ * (`outcome` `deadletter`, its last error in `lastError`), was cancelled (`cancelled`), or left
+ * the store with no outcome recorded anywhere (`unknown`: deleted by an operator, or finished
+ * while history kept nothing and its result never reached the parent). Thrown from `ctx.run`,
+ * so the parent's code decides: catch it and go on, or let the parent's attempt fail.
+ *
+ * @example
+ * try {
+ *   await ctx.run('label', 'make-label', { id });
+ * } catch (error) {
+ *   if (!(error instanceof ChildJobError)) throw error;
+ *   await ctx.step('manual-label', () => ticket(id, error.lastError?.message));
+ * }
+ */
+export class ChildJobError extends JobsError {
+  static {
+    brand(ChildJobError, 'ChildJobError');
+  }
+
+  readonly childId: string;
+  readonly outcome: 'deadletter' | 'cancelled' | 'unknown';
+  readonly lastError: { message: string; stack: string | null } | null;
+
+  constructor(
+    childId: string,
+    outcome: 'deadletter' | 'cancelled' | 'unknown',
+    lastError: { message: string; stack: string | null } | null = null,
+  ) {
+    super('FAILED', childMessage(childId, outcome, lastError));
+    this.name = 'ChildJobError';
+    this.childId = childId;
+    this.outcome = outcome;
+    this.lastError = lastError;
+  }
+}
+
+function childMessage(
+  childId: string,
+  outcome: 'deadletter' | 'cancelled' | 'unknown',
+  lastError: { message: string } | null,
+): string {
+  if (outcome === 'cancelled') return `child job ${childId} was cancelled`;
+  if (outcome === 'unknown') {
+    return `child job ${childId} is gone and no outcome of it was recorded (deleted, or finished with history off before its result reached the parent)`;
+  }
+  return `child job ${childId} failed for good (dead-letter area)${lastError ? `: ${lastError.message}` : ''}`;
+}
+
 /** A store could not do what was asked; `cause` holds the driver's error. */
 export class StoreError extends JobsError {
   static {

@@ -1,5 +1,6 @@
 export * from './clock.js';
 export * from './engine/admin.js';
+export type { ChildRunOptions } from './engine/children.js';
 export * from './engine/engine.js';
 export type { EngineHealth } from './engine/health.js';
 export * from './engine/run-worker.js';

@@ -879,9 +879,10 @@ export interface StoreSteps {
 
 /**
  * Ability `waits`: durable waits that free the worker (`ctx.sleep`, `ctx.waitFor`,
- * `engine.signal`, DESIGN invariant 23). A waiting job holds no slot, lease, connection or
- * scope slot: it is back in the store as a `timer`. Needs `steps` too (the wait's checkpoint is
- * a step). Without it `ctx.sleep` and `ctx.waitFor` throw.
+ * `engine.signal`, DESIGN invariant 23; child jobs, `ctx.run`, wait and are woken through its
+ * signals too). A waiting job holds no slot, lease, connection or scope slot: it is back in the
+ * store as a `timer`. Needs `steps` too (the wait's checkpoint is a step). Without it
+ * `ctx.sleep`, `ctx.waitFor` and `ctx.run` throw.
  */
 export interface StoreWaits {
   /**

@@ -31,7 +31,7 @@ async function openWithWaits(h: Harness, skip: Skip): Promise<WaitsStore> {
 }
 
 /** Starts an engine on `store` and stops it after the test (before the stores close). */
-async function startEngine(
+export async function startEngine(
   h: Harness,
   store: JobStore,
   options: Omit<EngineOptions, 'store'>,

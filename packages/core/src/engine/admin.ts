@@ -11,7 +11,6 @@ import { InvalidStateError, NotFoundError, ValidationError } from '../errors.js'
 import { historyCursor, readHistoryCursor } from '../history.js';
 import { DEFAULT_RETRIES } from '../retry.js';
 import {
-  assertCanCancel,
   type CancelOutcome,
   canCancel,
   HISTORY_OUTCOMES,
@@ -26,6 +25,7 @@ import {
   type QueueStatsRow,
   type ScheduleRecord,
 } from '../store.js';
+import { cancelTree } from './child-outcomes.js';
 import {
   assertDate,
   assertInteger,
@@ -294,14 +294,16 @@ export class JobAdmin {
    * from its next lease renewal (within `leaseMs / 3`, on every store), aborts `ctx.signal`
    * with a `CancelledError`, and the job ends `cancelled` — unless its completion committed
    * first. `'finished'`: the job already ended (history has it). Throws `NotFoundError` for
-   * an unknown id, and a `JobsError` (`STORE`) when the store cannot cancel.
+   * an unknown id, and a `JobsError` (`STORE`) when the store cannot cancel. A workflow's
+   * unfinished child jobs (`ctx.run`) are cancelled with it (and theirs); a cancelled child's
+   * parent gets a `ChildJobError` from its `ctx.run`.
    *
    * @example
    * const outcome = await engine.admin.cancel(job.id); // 'cancelled' | 'requested' | 'finished'
    */
   async cancel(id: string): Promise<Exclude<CancelOutcome, 'not-found'>> {
     assertText(id, 'id');
-    const outcome = await assertCanCancel(this.store, 'admin.cancel').cancel(id);
+    const outcome = await cancelTree(this.store, id, true);
     if (outcome === 'not-found') {
       throw new NotFoundError(`job ${id} does not exist (and no history record says it finished)`);
     }

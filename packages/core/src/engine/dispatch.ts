@@ -15,6 +15,13 @@ import { historyResultJson } from '../history.js';
 import { decideRetry } from '../rules/failure.js';
 import { canCancel, type Job, type JobCompletion } from '../store.js';
 import { cancelRequested, reportProgress } from './cancellation.js';
+import {
+  completedPayload,
+  parentOf,
+  sendChildOutcome,
+  wakeParentsIfDone,
+} from './child-outcomes.js';
+import { type ChildRunOptions, runChild } from './children.js';
 import type { HeldJob, JobAbort } from './held-jobs.js';
 import { callThrough } from './hooks.js';
 import { jobLog } from './job-log.js';
@@ -195,6 +202,18 @@ export class Dispatcher {
     return runWaitFor<T>(this.rt, held, abort, name, options);
   }
 
+  /** `ctx.run(name, type, payload, options)` of `held`'s run. */
+  runOf<T>(
+    held: HeldJob,
+    abort: JobAbort,
+    name: string,
+    type: string,
+    payload: unknown,
+    options?: ChildRunOptions,
+  ): Promise<T> {
+    return runChild<T>(this.rt, held, abort, name, type, payload, options);
+  }
+
   /** `ctx.rateLimited(ms)` of `held`'s run. */
   rateLimitedOf(held: HeldJob, delayMs: number): Promise<void> {
     return this.rt.rateLimits.pushBack(held.job, delayMs);
@@ -269,6 +288,9 @@ export class Dispatcher {
       }
       this.amendHistory(held, error === null ? result : undefined, ranMs);
       this.rt.emit('completed', { job: held.job, durationMs: ranMs });
+      if (parentOf(held.job) !== null) {
+        this.tellParentLate(held, error === null ? result : null);
+      }
     } else if (phase !== 'running') {
       // Lease lost while running: someone else may own the job now; nothing of ours is written.
     } else if (held.cancelRequested) {
@@ -293,7 +315,8 @@ export class Dispatcher {
       }
       held.completion = completion;
       jobs.toSettling(held);
-      this.settlement.queueCompletion(held);
+      if (parentOf(held.job) !== null) this.completeChild(held, result);
+      else this.settlement.queueCompletion(held);
     } else if (held.shutdownAborted) {
       // Failed because stop() aborted it: not a failed attempt; another engine runs it.
       jobs.toSettling(held);
@@ -306,6 +329,41 @@ export class Dispatcher {
     this.dispatch();
     if (jobs.room() >= jobs.refillBatch()) this.rt.wakeup.wake();
     jobs.changed();
+  }
+
+  /**
+   * A child job succeeded: its result is stored for its parent first (`child-outcomes.ts`),
+   * then it is completed. A result that cannot be stored fails the attempt instead.
+   */
+  private completeChild(held: HeldJob, result: unknown): void {
+    const done = (error: unknown) => {
+      if (error === null) this.settlement.queueCompletion(held);
+      else this.settlement.queueFailure(this.failureOf(held, error));
+      this.settlement.settleSoon();
+    };
+    let payload: string;
+    try {
+      payload = completedPayload(held.job.id, result);
+    } catch (error) {
+      done(error);
+      return;
+    }
+    sendChildOutcome(this.rt.options.store, held.job, payload).then(
+      () => done(null),
+      (error: unknown) => {
+        this.rt.reportError(error, 'child result');
+        done(error);
+      },
+    );
+  }
+
+  /** A child completed in its handler's transaction: its result for its parent, afterwards. */
+  private tellParentLate(held: HeldJob, result: unknown): void {
+    const { store } = this.rt.options;
+    Promise.resolve()
+      .then(() => sendChildOutcome(store, held.job, completedPayload(held.job.id, result)))
+      .then(() => wakeParentsIfDone(store, [held.job]))
+      .catch((error: unknown) => this.rt.reportError(error, 'child result'));
   }
 
   /** The history record of a job completed in its handler's transaction, made true. */
@@ -400,7 +458,7 @@ class RunContext implements JobContext {
   private made: Partial<
     Pick<
       JobContext,
-      'transaction' | 'progress' | 'rateLimited' | 'log' | 'step' | 'sleep' | 'waitFor'
+      'transaction' | 'progress' | 'rateLimited' | 'log' | 'step' | 'sleep' | 'waitFor' | 'run'
     >
   > | null = null;
 
@@ -450,6 +508,20 @@ class RunContext implements JobContext {
     this.made.waitFor ??= ((name: string, options: WaitForOptions) =>
       this.dispatcher.waitForOf(this.held, this.abort, name, options)) as JobContext['waitFor'];
     return this.made.waitFor;
+  }
+
+  get run(): JobContext['run'] {
+    this.made ??= {};
+    this.made.run ??= ((name: string, type: string, payload?: unknown, options?: ChildRunOptions) =>
+      this.dispatcher.runOf(
+        this.held,
+        this.abort,
+        name,
+        type,
+        payload,
+        options,
+      )) as JobContext['run'];
+    return this.made.run;
   }
 
   get progress(): JobContext['progress'] {

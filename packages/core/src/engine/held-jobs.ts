@@ -24,7 +24,7 @@
 import { monotonicNow } from '../clock.js';
 import { LockLostError } from '../errors.js';
 import { type Job, type JobCompletion, type JobRef, refOf } from '../store.js';
-import type { RunSteps } from './run-steps.js';
+import type { RunChildren, RunSteps } from './run-steps.js';
 
 /**
  * How long before the lease ends on the store's clock this owner gives it up: room for a late
@@ -161,6 +161,8 @@ export interface HeldJob {
   cancelRequested?: boolean;
   /** Its durable steps (`ctx.step`), made on the first call of this run. */
   steps?: RunSteps;
+  /** Its `ctx.run` calls waiting for their children, made on the first call of this run. */
+  children?: RunChildren;
 }
 
 /** The phase field, writable here only. */

@@ -47,7 +47,11 @@ const ENGINE_OPTION_KEYS = new Set([
   'clock',
   'logger',
   'history',
+  'childRecheckMs',
 ]);
+
+/** How often a parent parked for its children looks at them, by default (`childRecheckMs`). */
+export const DEFAULT_CHILD_RECHECK_MS = 60_000;
 
 /** The history kept unless the engine is told otherwise: everything, for a week. */
 export const DEFAULT_HISTORY: Readonly<HistorySettings> = {
@@ -115,6 +119,8 @@ export interface ResolvedEngineOptions {
   history: HistorySettings;
   /** The caller gave `history` (a store without history then gets a warning). */
   historyGiven: boolean;
+  /** A parent parked for its children looks at them again after this many ms at most. */
+  childRecheckMs: number;
 }
 
 export function resolveEngineOptions(options: EngineOptions): ResolvedEngineOptions {
@@ -217,6 +223,12 @@ export function resolveEngineOptions(options: EngineOptions): ResolvedEngineOpti
     syncedClock,
     history: resolveHistory(options.history),
     historyGiven: options.history !== undefined,
+    childRecheckMs: assertInteger(
+      options.childRecheckMs ?? DEFAULT_CHILD_RECHECK_MS,
+      'childRecheckMs',
+      10,
+      24 * 3600_000,
+    ),
   };
 }
 

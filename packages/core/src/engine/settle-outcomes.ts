@@ -13,6 +13,13 @@ import {
   type JobFailure,
   type SettleResult,
 } from '../store.js';
+import {
+  cancelChildren,
+  childCancelled,
+  parentOf,
+  pendingChildIds,
+  wakeParentsIfDone,
+} from './child-outcomes.js';
 import type { HeldJob } from './held-jobs.js';
 import type { EngineRuntime } from './runtime.js';
 
@@ -51,9 +58,37 @@ export class SettleOutcomes {
         continue;
       }
       this.rt.jobs.settled(held);
-      if (!lost.has(held.job.id)) cancelled();
-      else this.rt.reportLeaseLost(held);
+      if (!lost.has(held.job.id)) {
+        cancelled();
+        this.workflowCancelled(held);
+      } else this.rt.reportLeaseLost(held);
     }
+  }
+
+  /**
+   * A job ended cancelled: its unfinished children are cancelled too, and when it is a child,
+   * its parent is told (`child-outcomes.ts`).
+   */
+  private workflowCancelled(held: HeldJob): void {
+    const { store } = this.rt.options;
+    const steps = held.steps
+      ? held.steps.entries.map((text) => JSON.parse(text) as { result: unknown })
+      : held.job.steps;
+    const isChild = parentOf(held.job) !== null;
+    if (!isChild && pendingChildIds(steps).length === 0) return;
+    Promise.all([
+      cancelChildren(store, steps),
+      isChild ? childCancelled(store, held.job) : null,
+    ]).catch((error: unknown) => this.rt.reportError(error, 'cancel children'));
+  }
+
+  /** Child jobs ended (completed, dead-lettered): their parents are woken when they were the last. */
+  private childrenEnded(ended: HeldJob[]): void {
+    if (ended.length === 0) return;
+    const children = ended.map((held) => held.job);
+    wakeParentsIfDone(this.rt.options.store, children).catch((error: unknown) =>
+      this.rt.reportError(error, 'wake parent'),
+    );
   }
 
   /** A coalesced schedule fire waits for its previous occurrence to end: look again now. */
@@ -67,6 +102,7 @@ export class SettleOutcomes {
     const refused = cancelRequestedIn(result);
     const now = Date.now();
     const listened = this.rt.listens('completed');
+    const ended: HeldJob[] = [];
     for (const held of done) {
       if (refused?.has(held.job.id)) {
         this.cancelRefused(held);
@@ -77,6 +113,7 @@ export class SettleOutcomes {
         if (listened) {
           this.rt.emit('completed', { job: held.job, durationMs: now - held.startedAt });
         }
+        if (parentOf(held.job) !== null) ended.push(held);
         continue;
       }
       const completed = () =>
@@ -90,12 +127,14 @@ export class SettleOutcomes {
         this.rt.reportLeaseLost(held);
       }
     }
+    this.childrenEnded(ended);
   }
 
   afterFail(fails: PendingFailure[], result: SettleResult): void {
     this.afterScheduledJobsEnded(fails.map((f) => f.held));
     const lost = new Set(result.lost);
     const refused = cancelRequestedIn(result);
+    const ended: HeldJob[] = [];
     for (const { held, failure, willRetry } of fails) {
       if (refused?.has(held.job.id)) {
         this.cancelRefused(held);
@@ -114,6 +153,7 @@ export class SettleOutcomes {
       if (!lost.has(held.job.id)) {
         this.rt.jobs.settled(held);
         failed();
+        if (!willRetry && parentOf(held.job) !== null) ended.push(held);
       } else if (held.settleUncertain) {
         // An earlier call may have recorded the failure: then the job carries our error (it may
         // have been retried, even run and finished, since). A lease that really ran out carries
@@ -128,6 +168,7 @@ export class SettleOutcomes {
         this.rt.reportLeaseLost(held);
       }
     }
+    this.childrenEnded(ended);
     // A retry is a new timer: let the loop see its due time.
     if (fails.some((f) => f.willRetry)) this.rt.wakeup.wake();
   }

@@ -41,6 +41,7 @@ export function runStepsOf(job: Job): RunSteps {
     bytes: 0,
     counts: new Map(),
     chain: Promise.resolve(),
+    running: new Set(),
   };
   for (const step of job.steps ?? []) {
     const result = JSON.stringify(step.result ?? null);
@@ -80,6 +81,25 @@ export function nextCheckpoint(
   steps.counts.set(name, count);
   const key = count === 1 ? name : `${name}#${count}`;
   return { steps, key, stored: steps.done.get(key) };
+}
+
+/**
+ * A sleep's or a child's name (`what`, in `call`'s message): 1 to `MAX_STEP_NAME_CHARS`
+ * characters without `#` (it marks counters) or control characters, else a `ValidationError`.
+ */
+export function assertCheckpointName(name: unknown, call: string, what: string): void {
+  if (
+    typeof name !== 'string' ||
+    name === '' ||
+    name.length > MAX_STEP_NAME_CHARS ||
+    UNSTORABLE_IN_JSON.test(name) ||
+    name.includes('#')
+  ) {
+    throw new ValidationError(
+      'name',
+      `${call}: ${what}'s name is a string of 1 to ${MAX_STEP_NAME_CHARS} characters without '#' or control characters`,
+    );
+  }
 }
 
 /** `ctx.step(name, fn, options)` of `held`'s run. */
@@ -144,7 +164,7 @@ export async function runStep<T>(
   }
   assertLive(rt, held, abort);
   const started = Date.now();
-  const result = await fn();
+  const result = await tracked(steps, fn);
   const durationMs = Math.max(0, Date.now() - started);
   const text = resultText(key, result);
   await serially(steps, async () => {
@@ -202,12 +222,28 @@ async function stepInTransaction<T>(
   return JSON.parse(text) as T;
 }
 
-/** Runs `write` after the run's previous checkpoint settled; the next waits for this one. */
 /** The store's `steps` ability, checked by `runStep` before any step runs. */
 function storeSteps(rt: EngineRuntime): StoreSteps {
   return rt.options.store.steps as StoreSteps;
 }
 
+/** Runs a step's function, kept in `steps.running` while it runs. */
+async function tracked<T>(steps: RunSteps, fn: () => T | Promise<T>): Promise<T> {
+  let running: Promise<T>;
+  try {
+    running = Promise.resolve(fn());
+  } catch (error) {
+    running = Promise.reject(error);
+  }
+  steps.running.add(running);
+  try {
+    return await running;
+  } finally {
+    steps.running.delete(running);
+  }
+}
+
+/** Runs `write` after the run's previous checkpoint settled; the next waits for this one. */
 export function serially<T>(steps: RunSteps, write: () => Promise<T>): Promise<T> {
   const next = steps.chain.then(write, write);
   steps.chain = next.catch(() => undefined);
@@ -264,4 +300,24 @@ function record(steps: RunSteps, key: string, text: string, entry: string): void
   steps.done.set(key, text);
   steps.entries.push(entry);
   steps.bytes += Buffer.byteLength(entry, 'utf8') + 1;
+}
+
+/** The run's step list with `key`'s entry set to `entry` (replaced, or added at the end). */
+export function listSetting(steps: RunSteps, key: string, entry: string): string {
+  const index = steps.entries.findIndex(
+    (text) => (JSON.parse(text) as { name: string }).name === key,
+  );
+  if (index < 0) return listWith(steps, key, entry);
+  const entries = [...steps.entries];
+  entries[index] = entry;
+  return `[${entries.join(',')}]`;
+}
+
+/** Records a written checkpoint of `key` in the run's steps (replacing an earlier one). */
+export function recordSetting(steps: RunSteps, key: string, text: string, entry: string): void {
+  const index = steps.entries.findIndex((e) => (JSON.parse(e) as { name: string }).name === key);
+  if (index >= 0) steps.entries[index] = entry;
+  else steps.entries.push(entry);
+  steps.done.set(key, text);
+  steps.bytes = steps.entries.reduce((n, e) => n + Buffer.byteLength(e, 'utf8') + 1, 0);
 }

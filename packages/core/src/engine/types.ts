@@ -135,6 +135,31 @@ export interface JobContext {
    * if (res.status === 429) return ctx.rateLimited(Number(res.headers.get('retry-after')) * 1000);
    */
   rateLimited(delayMs: number): Promise<void>;
+  /**
+   * A child job: enqueues a job of `type` with `payload` (and its own `options`, as `enqueue`
+   * takes them, without `tx`, `key` or `keyMode`) and waits for it without holding the worker,
+   * then returns the child's result. Memoised by name like a step: across retries, crashes and
+   * takeovers the child is enqueued once (with the checkpoint naming it, in one transaction on
+   * stores with transactional steps) and its result is returned from the checkpoint afterwards.
+   * Calls made together (`Promise.all`, with steps too) enqueue their children together and park
+   * the parent once; the last child to end wakes it (or, should that wake-up be lost, it looks
+   * again after `childRecheckMs`). A child that ends dead-lettered or cancelled makes this throw
+   * `ChildJobError`. Cancelling the parent cancels its unfinished children. Children, steps,
+   * sleeps and waits share names and counters. Needs a store with `steps` and `waits`; do not
+   * call it inside a step's function.
+   *
+   * @example
+   * const [label, invoice] = await Promise.all([
+   *   ctx.run('label', 'make-label', { id: job.payload.id }),
+   *   ctx.run('invoice', 'make-invoice', { id: job.payload.id }, { queue: 'billing' }),
+   * ]);
+   */
+  run<T = unknown>(
+    name: string,
+    type: string,
+    payload?: unknown,
+    options?: Omit<EnqueueJobOptions, 'tx' | 'key' | 'keyMode'>,
+  ): Promise<T>;
 }
 
 /**
@@ -297,6 +322,12 @@ export interface EngineOptions<Jobs extends object = AnyJobs> {
    * one process at a time. A store without history (`JobStore.configureHistory`) keeps none.
    */
   history?: HistoryOptions;
+  /**
+   * A parent parked for its child jobs (`ctx.run`) is woken by the last of them to end; should
+   * that wake-up be lost (the process that settled the child died first), the parent looks at
+   * its children again after this many ms at most. Default 60 000 (10 ms to 24 h).
+   */
+  childRecheckMs?: number;
   logger?: Logger;
 }
 

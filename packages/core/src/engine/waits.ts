@@ -14,15 +14,16 @@ import { durationToMs, parseDuration } from '../schedule/iso8601.js';
 import type { StoreWaits } from '../store.js';
 import type { HeldJob, JobAbort } from './held-jobs.js';
 import { jsonText, UNSTORABLE_IN_JSON } from './payload-check.js';
-import type { RunSteps } from './run-steps.js';
 import type { EngineRuntime } from './runtime.js';
 import {
+  assertCheckpointName,
   assertLive,
   entryText,
+  listSetting,
   listWith,
   loseLease,
-  MAX_STEP_NAME_CHARS,
   nextCheckpoint,
+  recordSetting,
   serially,
 } from './steps.js';
 
@@ -72,18 +73,7 @@ export async function runSleep(
   duration: number | string | Date,
 ): Promise<void> {
   const { store, clock } = rt.options;
-  if (
-    typeof name !== 'string' ||
-    name === '' ||
-    name.length > MAX_STEP_NAME_CHARS ||
-    UNSTORABLE_IN_JSON.test(name) ||
-    name.includes('#')
-  ) {
-    throw new ValidationError(
-      'name',
-      `ctx.sleep: a sleep's name is a string of 1 to ${MAX_STEP_NAME_CHARS} characters without '#' or control characters`,
-    );
-  }
+  assertCheckpointName(name, 'ctx.sleep', 'a sleep');
   const now = clock.now();
   const ms = sleepMs(duration, now);
   if (!store.steps || !store.waits) {
@@ -202,17 +192,6 @@ export async function sendSignal(
   await storeWaits(rt, 'engine.signal').signal(name, key, payload);
 }
 
-/** The run's step list with `key`'s entry set to `entry` (replaced, or added at the end). */
-function listSetting(steps: RunSteps, key: string, entry: string): string {
-  const index = steps.entries.findIndex(
-    (text) => (JSON.parse(text) as { name: string }).name === key,
-  );
-  if (index < 0) return listWith(steps, key, entry);
-  const entries = [...steps.entries];
-  entries[index] = entry;
-  return `[${entries.join(',')}]`;
-}
-
 /** `ctx.waitFor(name, { key, timeoutMs })` of `held`'s run. */
 export async function runWaitFor<T>(
   rt: EngineRuntime,
@@ -286,13 +265,7 @@ export async function runWaitFor<T>(
   }
   if (written !== null) {
     const { text, entry } = written as { text: string; entry: string };
-    const index = steps.entries.findIndex(
-      (e) => (JSON.parse(e) as { name: string }).name === stepKey,
-    );
-    if (index >= 0) steps.entries[index] = entry;
-    else steps.entries.push(entry);
-    steps.done.set(stepKey, text);
-    steps.bytes = steps.entries.reduce((n, e) => n + Buffer.byteLength(e, 'utf8') + 1, 0);
+    recordSetting(steps, stepKey, text, entry);
     return payload === null ? null : (JSON.parse(payload) as T);
   }
   // No signal yet and time left: the job waits for it, at most until the deadline.
