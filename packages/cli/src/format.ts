@@ -8,7 +8,7 @@ import {
   inZone as zonedText,
 } from '@jobs/dashboard/text';
 
-export { duration, jobWait, relativeText as relative } from '@jobs/dashboard/text';
+export { duration, jobWait, relativeText as relative, shellWord } from '@jobs/dashboard/text';
 
 /** Columns whose cells are right-aligned (counts). */
 export interface TableOptions {

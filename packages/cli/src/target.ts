@@ -6,6 +6,7 @@
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CliError } from './errors.js';
+import { shellWord } from './format.js';
 import { hidePassword } from './hide-password.js';
 
 /** Where the tables are, as given on the command line. */
@@ -33,11 +34,6 @@ export type Target =
   | (TargetBase & { kind: 'sqlite'; filename: string; tablePrefix: string | undefined });
 
 const SCHEME = /^([a-z][a-z0-9+.-]*):\/\//i;
-
-/** Quotes a word for a shell when it needs it. */
-function shellWord(word: string): string {
-  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
-}
 
 function parseUrl(text: string, example: string): URL {
   const hidden = hidePassword(text);

@@ -562,7 +562,7 @@ export function cliSuite(backend: Backend | null, name: string, full = false): v
           /^ {2}waiting +sleeps until \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ \(in [^)]+\) \(ctx\.sleep "cool-off"\)$/m,
         );
         expect(await ok(['show', waiting.id, ...db])).toMatch(
-          /^ {2}waiting +for signal approval until \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ \(in [^)]+\) \(ctx\.waitFor "approval"; send it with jobsctl signal approval --key <key>\)$/m,
+          /^ {2}waiting +for signal approval until \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ \(in [^)]+\) \(ctx\.waitFor "approval"; send it with jobsctl signal approval --key o-1\)$/m,
         );
         // A signal for another key wakes nobody.
         expect(await json(['signal', 'approval', '--key', 'o-2', '--payload', '7', ...db])).toEqual(

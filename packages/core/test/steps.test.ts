@@ -97,6 +97,31 @@ describe('ctx.step', () => {
     expect(ran).toBe(0);
   });
 
+  it("a parked wait's checkpoint names its key and a whole-ms deadline; engine.signal refuses a name with '#' as waitFor does", async () => {
+    const store = new MemoryJobStore();
+    const e = engine({
+      store,
+      logger: quiet,
+      handlers: {
+        work: async (_job: Job, ctx: JobContext) =>
+          ctx.waitFor('approval', { key: 'o-1', timeoutMs: 1_000.4 }),
+      },
+    });
+    const job = await e.enqueue('work', {});
+    await e.start();
+    let parked: Job | null = null;
+    await waitFor(async () => {
+      parked = await store.getJob(job.id);
+      return parked?.state === 'timer' && (parked.steps?.length ?? 0) > 0;
+    }, 'the job to park');
+    const [wait] = (parked as Job | null)?.steps ?? [];
+    const result = wait?.result as { $waitUntil: number; $key: string };
+    expect(result.$key).toBe('o-1');
+    expect(Number.isInteger(result.$waitUntil)).toBe(true);
+    await expect(e.signal('approval#2', { key: 'o-1' })).rejects.toBeInstanceOf(ValidationError);
+    await e.stop();
+  });
+
   it('says so clearly on a store without steps, and for transaction: true on a store without transactions', async () => {
     const plain = new MemoryJobStore();
     const noSteps = Object.assign(Object.create(plain) as MemoryJobStore, { steps: undefined });

@@ -93,17 +93,17 @@ export interface StepLike {
  */
 export type JobWait =
   | { kind: 'sleep'; step: string; until: Date }
-  | { kind: 'signal'; step: string; signal: string; until: Date };
+  | { kind: 'signal'; step: string; signal: string; key: string | null; until: Date };
 
 /**
  * What a job parked by `ctx.sleep` or `ctx.waitFor` waits for, read from its state and steps
  * alone: the wait's checkpoint is its last step — `{ "$sleepUntil": ms }`, or `{ "$waitUntil":
- * ms }` for a signal not taken yet — and the job is a `timer` due then. Null for any other job,
- * and once that time has passed (the job is due). A signal's key is not in the job (the store
- * keeps it with the waiter record), so it is not here.
+ * ms, "$key": key }` for a signal not taken yet — and the job is a `timer` due then. Null for
+ * any other job, and once that time has passed (the job is due). `key` is null for a wait
+ * checkpointed before waits recorded their key.
  *
  * @example
- * jobWait(job, now); // { kind: 'signal', step: 'approval', signal: 'approval', until: Date }
+ * jobWait(job, now); // { kind: 'signal', step: 'approval', signal: 'approval', key: 'o-1', until: Date }
  */
 export function jobWait(
   job: { state: string; steps?: readonly StepLike[] },
@@ -111,7 +111,7 @@ export function jobWait(
 ): JobWait | null {
   const last = job.state === 'timer' ? job.steps?.at(-1) : undefined;
   if (!last || typeof last.result !== 'object' || last.result === null) return null;
-  const { $sleepUntil, $waitUntil } = last.result as Record<string, unknown>;
+  const { $sleepUntil, $waitUntil, $key } = last.result as Record<string, unknown>;
   const step = last.name;
   if (typeof $sleepUntil === 'number' && $sleepUntil > now) {
     return { kind: 'sleep', step, until: new Date($sleepUntil) };
@@ -119,7 +119,13 @@ export function jobWait(
   if (typeof $waitUntil === 'number' && $waitUntil > now) {
     // Keys of a name used again in one run carry a counter: `approval#2`.
     const signal = step.replace(/#\d+$/, '');
-    return { kind: 'signal', step, signal, until: new Date($waitUntil) };
+    const key = typeof $key === 'string' ? $key : null;
+    return { kind: 'signal', step, signal, key, until: new Date($waitUntil) };
   }
   return null;
+}
+
+/** Quotes a word for a POSIX shell when it needs it (a command line an operator copies). */
+export function shellWord(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
 }

@@ -23,6 +23,7 @@ import {
   relativeText,
   scopeLimitOf,
   scopeLimitText,
+  shellWord,
 } from '../src/text.js';
 
 async function storeWithJobs(n: number): Promise<MemoryJobStore> {
@@ -249,9 +250,9 @@ describe('a job parked by ctx.sleep or ctx.waitFor', () => {
         'waiting for signal <span class="mono">approval</span> (<code>ctx.waitFor</code> <span class="mono">approval</span>) or its timeout',
       );
       expect(approvePage).toMatch(
-        /<h2>Waiting for a signal<\/h2><dl class="kv"><dt>Signal<\/dt><dd><span class="mono">approval<\/span><\/dd>\n<dt>Times out<\/dt><dd><time [^>]+>in [^<]+<\/time>/,
+        /<h2>Waiting for a signal<\/h2><dl class="kv"><dt>Signal<\/dt><dd><span class="mono">approval<\/span><\/dd>\n<dt>Key<\/dt><dd><span class="mono">o-1<\/span><\/dd>\n<dt>Times out<\/dt><dd><time [^>]+>in [^<]+<\/time>/,
       );
-      expect(approvePage).toContain('<code>jobsctl signal approval --key &lt;key&gt;');
+      expect(approvePage).toContain('<code>jobsctl signal approval --key o-1 ');
       // The list: a note under each one's state.
       const list = await text('/jobs?state=timer');
       expect(list).toMatch(
@@ -609,12 +610,19 @@ describe('@jobs/dashboard/text', () => {
       step: 'nap',
       until: new Date(now + 5),
     });
-    expect(jobWait(timer(step('approval#2', { $waitUntil: now + 5 })), now)).toEqual({
+    expect(jobWait(timer(step('approval#2', { $waitUntil: now + 5, $key: 'o 1' })), now)).toEqual({
       kind: 'signal',
       step: 'approval#2',
       signal: 'approval',
+      key: 'o 1',
       until: new Date(now + 5),
     });
+    // Checkpointed before waits recorded their key.
+    expect(jobWait(timer(step('approval', { $waitUntil: now + 5 })), now)).toMatchObject({
+      key: null,
+    });
+    expect(shellWord('o-1')).toBe('o-1');
+    expect(shellWord("it's a key")).toBe(`'it'\\''s a key'`);
     const nothing = [
       timer(step('nap', { $sleepUntil: now })), // its time came: due
       timer(step('nap', { $sleepUntil: now + 5 }), charge), // woke and went on

@@ -8,7 +8,16 @@ import type { Job } from '@jobs/core';
 import type { Command } from 'commander';
 import type { App } from '../app.js';
 import { CliError } from '../errors.js';
-import { cell, duration, jobWait, relative, scopeCell, utc, withScopeLimit } from '../format.js';
+import {
+  cell,
+  duration,
+  jobWait,
+  relative,
+  scopeCell,
+  shellWord,
+  utc,
+  withScopeLimit,
+} from '../format.js';
 
 /**
  * A finished job as history keeps it: `admin.getJob` returns one for a job that left the table
@@ -41,7 +50,8 @@ function waitLine(job: FoundJob, now: number): string | null {
   if (wait === null) return null;
   if (wait.kind === 'sleep')
     return `sleeps until ${when(wait.until, now)} (ctx.sleep "${wait.step}")`;
-  return `for signal ${wait.signal} until ${when(wait.until, now)} (ctx.waitFor "${wait.step}"; send it with jobsctl signal ${wait.signal} --key <key>)`;
+  const key = wait.key === null ? '<key>' : shellWord(wait.key);
+  return `for signal ${wait.signal} until ${when(wait.until, now)} (ctx.waitFor "${wait.step}"; send it with jobsctl signal ${shellWord(wait.signal)} --key ${key})`;
 }
 
 export function renderJob(job: FoundJob, now: number): string {

@@ -99,7 +99,8 @@ export async function runSleep(
   }
   // Every checkpoint written before this one is in the list.
   await serially(steps, async () => undefined);
-  const until = now + ms;
+  // Whole ms: the store's due times are integers, and so are the checkpoints operators read.
+  const until = Math.round(now + ms);
   const entry = entryText(key, JSON.stringify({ $sleepUntil: until }), now, 0);
   interrupt(rt, held, abort, key, until, ms, listWith(steps, key, entry));
 }
@@ -181,6 +182,13 @@ export async function sendSignal(
 ): Promise<void> {
   const key = options?.key;
   checkSignalName('engine.signal', name, key);
+  if (name.includes('#')) {
+    // `ctx.waitFor` refuses such names: a signal sent under one could never be taken.
+    throw new ValidationError(
+      'name',
+      `engine.signal: a signal's name has no '#' (it marks counters)`,
+    );
+  }
   const payload = jsonText(options.payload ?? null, 'payload');
   const bytes = Buffer.byteLength(payload, 'utf8');
   if (bytes > MAX_SIGNAL_PAYLOAD_BYTES) {
@@ -241,7 +249,7 @@ export async function runWaitFor<T>(
   await serially(steps, async () => undefined);
   assertLive(rt, held, abort);
   const now = clock.now();
-  const deadline = until ?? now + Math.round(timeoutMs);
+  const deadline = until ?? Math.round(now + timeoutMs);
   let written: { text: string; entry: string } | null = null;
   const stepsJsonOf = (payload: string | null): string | null => {
     if (payload === null && deadline > now) return null;
@@ -269,7 +277,8 @@ export async function runWaitFor<T>(
     return payload === null ? null : (JSON.parse(payload) as T);
   }
   // No signal yet and time left: the job waits for it, at most until the deadline.
-  const entry = entryText(stepKey, JSON.stringify({ $waitUntil: deadline }), now, 0);
+  // The key rides along for operators (`jobsctl show`, the dashboard): the waiter record is the store's.
+  const entry = entryText(stepKey, JSON.stringify({ $waitUntil: deadline, $key: key }), now, 0);
   assertLive(rt, held, abort);
   held.wait = {
     name: stepKey,

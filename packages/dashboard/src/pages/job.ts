@@ -9,7 +9,14 @@ import { clip, prettyJson, timeCell, utc } from '../format.js';
 import { html, type SafeHtml } from '../html.js';
 import { badge, page } from '../layout.js';
 import { findJob } from '../reads.js';
-import { duration, type JobWait, jobWait, scopeLimitOf, scopeLimitText } from '../text.js';
+import {
+  duration,
+  type JobWait,
+  jobWait,
+  scopeLimitOf,
+  scopeLimitText,
+  shellWord,
+} from '../text.js';
 
 /** The live job, or its history record once it finished. */
 type Found = Job | JobHistoryRecord;
@@ -71,10 +78,12 @@ function waitCard(job: Found, now: number): SafeHtml | string {
       html`<dl class="kv">${kv('Sleep', html`<span class="mono">${wait.step}</span>`)}${kv('Wakes', until)}</dl>${free}`,
     );
   }
-  const send = html`<p class="small">Send it: <code>jobsctl signal ${wait.signal} --key &lt;key&gt; --payload '…'</code> or <code>engine.signal(…)</code> with the key the job waits for.</p>`;
+  const key = wait.key === null ? '<key>' : shellWord(wait.key);
+  const send = html`<p class="small">Send it: <code>jobsctl signal ${shellWord(wait.signal)} --key ${key} --payload '…'</code> or <code>engine.signal(…)</code> with the key the job waits for.</p>`;
+  const keyRow = wait.key === null ? '' : kv('Key', html`<span class="mono">${wait.key}</span>`);
   return card(
     'Waiting for a signal',
-    html`<dl class="kv">${kv('Signal', html`<span class="mono">${wait.signal}</span>`)}${kv('Times out', until)}</dl>${free}${send}`,
+    html`<dl class="kv">${kv('Signal', html`<span class="mono">${wait.signal}</span>`)}${keyRow}${kv('Times out', until)}</dl>${free}${send}`,
   );
 }
 
