@@ -76,6 +76,53 @@ export function startMarksGroup(h: Harness): void {
     expect(again?.startedAt).toBeInstanceOf(Date);
   });
 
+  it('acquire counts `start` and `startAhead` in acquisition order, not insertion order, whatever the batch size', async ({
+    skip,
+  }) => {
+    const store = await h.open();
+    skipWithoutStartMarks(store, skip);
+    const started = (jobs: readonly Job[]) =>
+      Object.fromEntries(jobs.map((j) => [j.id, j.startedAt instanceof Date]));
+    // Acquisition order: 9 (no retries), 7, 5 (no retries), 1.
+    const shape = [
+      { priority: 1 },
+      { priority: 9, retries: 0 },
+      { priority: 5, retries: 0 },
+      { priority: 7 },
+    ];
+    // The batch reaches beyond the starts: 9 and 7 start, 5 is ahead but has no retries left,
+    // 1 is beyond.
+    const [p1, p9, p5, p7] = (await enqueueJobs(store, shape)).map((j) => j.id);
+    expect(started(await acquire(store, { start: 2, startAhead: 1 }))).toEqual({
+      [p1 as string]: false,
+      [p9 as string]: true,
+      [p5 as string]: false,
+      [p7 as string]: true,
+    });
+    // The whole batch is within the starts and those ahead: 9 starts although it has no retries
+    // left, 5 is ahead without retries left, 7 and 1 are ahead.
+    const [q1, q9, q5, q7] = (await enqueueJobs(store, shape)).map((j) => j.id);
+    const batch = await acquire(store, { limit: 4, start: 1, startAhead: 3 });
+    expect(started(batch)).toEqual({
+      [q1 as string]: true,
+      [q9 as string]: true,
+      [q5 as string]: false,
+      [q7 as string]: true,
+    });
+    // Every job of the batch starts, with or without retries.
+    const [r1, r9, r5, r7] = (await enqueueJobs(store, shape)).map((j) => j.id);
+    expect(started(await acquire(store, { limit: 4, start: 4 }))).toEqual({
+      [r1 as string]: true,
+      [r9 as string]: true,
+      [r5 as string]: true,
+      [r7 as string]: true,
+    });
+    for (const job of batch) {
+      const stored = await store.getJob(job.id);
+      expect(stored?.startedAt?.getTime() ?? null, job.id).toBe(job.startedAt?.getTime() ?? null);
+    }
+  });
+
   it('a renewal with start records the start once; without it the job stays unstarted', async ({
     skip,
   }) => {

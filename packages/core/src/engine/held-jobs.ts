@@ -50,14 +50,18 @@ export class JobAbort {
   private controller: AbortController | null = null;
   private abortedWith: { reason: unknown } | null = null;
 
-  constructor(private readonly checkDeadline: () => void) {}
+  /** `held`'s deadline is checked by `jobs` (no closure per job: one is made on first read). */
+  constructor(
+    private readonly jobs: Pick<HeldJobs, 'checkDeadline'>,
+    private readonly held: HeldJob,
+  ) {}
 
   get signal(): AbortSignal {
-    this.checkDeadline();
+    this.jobs.checkDeadline(this.held);
     if (!this.controller) {
       this.controller = new AbortController();
       if (this.abortedWith) this.controller.abort(this.abortedWith.reason);
-      checkOnRead(this.controller.signal, this.checkDeadline);
+      checkOnRead(this.controller.signal, () => this.jobs.checkDeadline(this.held));
     }
     return this.controller.signal;
   }
@@ -359,7 +363,7 @@ export class HeldJobs {
     const m = held as Mutable;
     m.startMarked = true;
     m.markedAheadAt = null;
-    m.controller = new JobAbort(() => this.checkDeadline(held));
+    m.controller = new JobAbort(this, held);
     m.startedAt = Date.now();
     m.handlerActive = true;
     this.executing += 1;
@@ -439,7 +443,7 @@ export class HeldJobs {
   }
 
   /** Checks `held`'s local deadline now (a read of its `ctx.signal`): lost when it passed. */
-  private checkDeadline(held: HeldJob): void {
+  checkDeadline(held: HeldJob): void {
     if (held.phase === 'running' && !this.deadlineAhead(held)) this.lost?.(held);
   }
 

@@ -209,9 +209,18 @@ export function storedScopeLimit(job: Pick<NewJob, 'exclusive' | 'scopeLimit'>):
   return !job.exclusive && (job.scopeLimit ?? 1) > 1 ? (job.scopeLimit as number) : null;
 }
 
+/** What `readScopeLimit` reads. */
+export type ScopeLimitColumns = Readonly<{ exclusive: boolean; scopeLimit: number | null }>;
+
+/** A job that takes no part in a scope's limit (most): one object for all of them. */
+const NOT_LIMITED: ScopeLimitColumns = Object.freeze({
+  exclusive: false,
+  scopeLimit: null,
+});
+
 /** `exclusive` and `scopeLimit` of a job from its `exclusive` (limited) and `scope_limit` columns. */
-export function readScopeLimit(row: SqlRow): { exclusive: boolean; scopeLimit: number | null } {
-  if (!readBool(row.exclusive)) return { exclusive: false, scopeLimit: null };
+export function readScopeLimit(row: SqlRow): ScopeLimitColumns {
+  if (!readBool(row.exclusive)) return NOT_LIMITED;
   const limit =
     row.scope_limit === null || row.scope_limit === undefined ? 1 : readInt(row.scope_limit);
   return { exclusive: limit === 1, scopeLimit: limit };
@@ -262,6 +271,7 @@ function readString(value: unknown): string | null {
 export function rowToJob(row: SqlRow): Job {
   const message = readString(row.last_error_message);
   const shardIndex = row.shard_index;
+  const limit = readScopeLimit(row);
   return {
     id: String(row.id),
     type: String(row.type),
@@ -272,7 +282,8 @@ export function rowToJob(row: SqlRow): Job {
     retriesLeft: readInt(row.retries_left),
     attempts: readInt(row.attempts),
     scope: readString(row.scope),
-    ...readScopeLimit(row),
+    exclusive: limit.exclusive,
+    scopeLimit: limit.scopeLimit,
     key: readString(row.job_key),
     tenantId: readString(row.tenant_id),
     queue: String(row.queue),

@@ -7,6 +7,7 @@
  */
 import { type FSWatcher, watch } from 'node:fs';
 import { type Clock, systemClock } from '../../clock.js';
+import { compareAcquisitionOrder } from '../../rules/order.js';
 import type {
   AcquireRequest,
   JobCompletion,
@@ -33,7 +34,15 @@ import { loadMigrations } from '../migrate.js';
 import type { Migration } from '../migration.js';
 import { MIGRATION_FILES } from '../migrations/index.js';
 import { enqueueRowByRow } from '../portable/enqueue-row-by-row.js';
-import { INSERT_JOB_COLUMNS, LEASE_EXPIRED_MESSAGE, recoverResult, type SqlRow } from '../rows.js';
+import {
+  INSERT_JOB_COLUMNS,
+  jobRowAt,
+  jobRowLayout,
+  LEASE_EXPIRED_MESSAGE,
+  LEASED_COLUMN_NAMES,
+  recoverResult,
+  type SqlRow,
+} from '../rows.js';
 import { candidateWhere } from '../scope-rule.js';
 
 /** The numbered migration files (`{{prefix}}` placeholders), for tools that print or copy them. */
@@ -126,6 +135,31 @@ const EMPTY_ROW: SqlRow = Object.fromEntries(JOB_COLUMN_NAMES.map((c) => [c, nul
 const quote = (identifier: string): string => `"${identifier}"`;
 const ids = (rows: SqlRow[]): string[] => rows.map((row) => String(row.id));
 
+/** Which leased rows a lease records as started, whatever their order (see `acquire`). */
+type LeaseStarts = 'all' | 'retries' | 'none';
+/** `started_at` as a lease writes it for its whole batch, given the clock's SQL. */
+const LEASE_STARTS: Readonly<Record<LeaseStarts, (now: string) => string>> = {
+  all: (now) => now,
+  retries: (now) => `CASE WHEN "retries_left" > 0 THEN ${now} END`,
+  none: () => 'NULL',
+};
+/** A lease returns the columns it did not write (`LEASED_COLUMN_NAMES`), in this layout. */
+const LEASED_LAYOUT = jobRowLayout(LEASED_COLUMN_NAMES);
+const LEASED_RETURNING = `RETURNING ${LEASED_COLUMN_NAMES.map(quote).join(', ')}`;
+
+/** Leased rows in acquisition order (`rules/order.ts`). */
+function inAcquisitionOrder(rows: readonly SqlRow[]): SqlRow[] {
+  return rows
+    .map((row) => ({
+      row,
+      priority: Number(row.priority),
+      dueAt: new Date(Number(row.due_at)),
+      id: String(row.id),
+    }))
+    .sort(compareAcquisitionOrder)
+    .map((ranked) => ranked.row);
+}
+
 export function sqliteDialect(options: SqliteDialectOptions): Dialect {
   const { tablePrefix, adoptPrefix } = options;
   const clock = options.clock ?? systemClock;
@@ -174,35 +208,64 @@ export function sqliteDialect(options: SqliteDialectOptions): Dialect {
       WHERE j."state" = 'running' AND j."cancel_requested" = 0`;
   const row = (values: readonly unknown[]): unknown[] =>
     values.map((v, i) => (i === PAYLOAD && v === undefined ? 'null' : v));
+  const markStartedSql = `UPDATE ${jobs} SET "started_at" = ${NOW}
+    WHERE "id" IN (SELECT CAST(value AS INTEGER) FROM json_each(?)) RETURNING "id", "started_at"`;
+  /**
+   * Records as started the leased `rows` (updated in place) that the lease's batch-wide
+   * `started_at` left out: the first `start` in acquisition order, and those ranked before
+   * `ahead` with retries left. Usually none: then no statement, and no sort.
+   */
+  function* markStarted(rows: SqlRow[], start: number, ahead: number): Operation<void> {
+    if (ahead <= 0 || !rows.some((r) => r.started_at === null)) return;
+    const ranked = rows.length <= start ? rows : inAcquisitionOrder(rows);
+    const wanted = ranked
+      .filter(
+        (r, rank) =>
+          r.started_at === null && (rank < start || (rank < ahead && Number(r.retries_left) > 0)),
+      )
+      .map((r) => String(r.id));
+    if (wanted.length === 0) return;
+    const marked = (yield { sql: markStartedSql, params: [JSON.stringify(wanted)] }).rows;
+    const at = new Map(marked.map((r) => [String(r.id), r.started_at]));
+    for (const r of rows) {
+      const startedAt = at.get(String(r.id));
+      if (startedAt !== undefined) r.started_at = startedAt;
+    }
+  }
 
   // ---- the hot path: the statements `ops` runs ----
   const own = {
     *acquire(request: AcquireRequest, token: string): Operation<SqlRow[]> {
       const where = candidateWhere(d, request);
       const start = request.start ?? request.limit;
-      // The batch numbered in acquisition order (after its LIMIT: the window never sees the
-      // backlog): the first `start` are recorded as started, and up to `startAhead` more with
-      // retries left (see `AcquireRequest.start`).
-      return (yield {
+      const ahead = start + (request.startAhead ?? 0);
+      // Recorded as started (see `AcquireRequest.start`): the first `start` in acquisition
+      // order, and up to `startAhead` more with retries left. The lease writes what holds for
+      // its whole batch whatever the order — every row, those with retries left, or none — and
+      // `markStarted` records the rest by primary key, in this transaction. Numbering the batch
+      // in the lease itself (a window over a joined subquery) cost ~9 % more per leased row,
+      // and returning the columns the lease wrote (owner, token, state) ~8 % (instructions
+      // counted under callgrind).
+      const marked: LeaseStarts =
+        start >= request.limit ? 'all' : ahead >= request.limit ? 'retries' : 'none';
+      const found = (yield {
         sql: `UPDATE ${jobs} SET "state" = 'running', "lock_owner" = ?, "lock_expires_at" = ${d.nowPlusMs},
-            "lock_token" = ?, "attempts" = ${jobs}."attempts" + 1,
-            "started_at" = CASE WHEN c.rn <= ? OR (c.rn <= ? AND ${jobs}."retries_left" > 0)
-              THEN ${NOW} END
-          FROM (SELECT "id", row_number() OVER (ORDER BY ${d.acquisitionOrder('')}) AS rn
-            FROM (SELECT j."id", j."priority", j."due_at" FROM ${jobs} j
-              WHERE ${where.sql} ORDER BY ${d.acquisitionOrder('j')} LIMIT ?)) c
-          WHERE ${jobs}."id" = c."id"
-          ${returning}`,
-        params: [
-          request.owner,
-          request.leaseMs,
-          token,
-          start,
-          start + (request.startAhead ?? 0),
-          ...where.params,
-          request.limit,
-        ],
+            "lock_token" = ?, "attempts" = "attempts" + 1, "started_at" = ${LEASE_STARTS[marked](NOW)}
+          WHERE "id" IN (SELECT j."id" FROM ${jobs} j
+            WHERE ${where.sql} ORDER BY ${d.acquisitionOrder('j')} LIMIT ?)
+          ${LEASED_RETURNING}`,
+        params: [request.owner, request.leaseMs, token, ...where.params, request.limit],
+        arrayRows: true,
       }).rows;
+      const lease = { owner: request.owner, token };
+      // Array rows from better-sqlite3; a driver without an array mode names its columns.
+      const rows = found.map((r) =>
+        Array.isArray(r)
+          ? jobRowAt(r, 0, LEASED_LAYOUT, lease)
+          : { ...r, state: 'running', lock_owner: lease.owner, lock_token: lease.token },
+      );
+      if (marked !== 'all') yield* markStarted(rows, start, ahead);
+      return rows;
     },
     *insertJobs(rows: readonly (readonly unknown[])[]): Operation<SqlRow[]> {
       // Multi-row `INSERT … VALUES (…), (…)` without RETURNING (about a fifth of an insert's
@@ -639,7 +702,9 @@ export class SqliteSyncRunner {
     const { statement, toRow } = this.prepare(db, query.sql, query.planEachTime === true);
     if (statement.reader) {
       const found = statement.all(...query.params);
-      const rows = toRow ? (found as unknown[][]).map(toRow) : (found as SqlRow[]);
+      // In array mode already (see `rowMaker`): a query that asks for arrays gets them as they are.
+      const rows =
+        toRow && query.arrayRows !== true ? (found as unknown[][]).map(toRow) : (found as SqlRow[]);
       return { rows, affected: rows.length, insertId: null };
     }
     const info = statement.run(...query.params);
