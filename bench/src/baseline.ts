@@ -530,7 +530,7 @@ async function runFamily(
       : { sqlite: 'file', postgres: 'schema', mysql: 'database' }[family];
   notes.push(
     `${total.toLocaleString('en-US')} no-op jobs per run, each on a fresh ${place}: store.migrate(), bulk enqueue from this process in batches of 1,000 (JobEngine#enqueueMany), then one worker process at new JobEngine({ store, concurrency: 10 }) drains them until none is left; stores with their constructors' defaults`,
-    `drain, defaults: nothing else set (v1 leased concurrency = 10 jobs ahead; now adaptive batches of up to 500); drain, prefetch 490: the same fixed batches on both builds; drain, prefetch 490, no history: now with history: { keep: 'none' }, the work v1 did (v1 had no history), v1 as in the line before`,
+    `drain, defaults: nothing else set (v1 leased concurrency = 10 jobs ahead; now adaptive batches of up to 500); drain, prefetch 490: the same fixed batches on both builds; drain, prefetch 490, no history: now with history: { keep: 'none' }, the work v1 did (v1 3198310 had no history; a BENCH_BASELINE_COMMIT after it keeps history, so this line then compares now without history against it with history), v1 as in the line before`,
     `${ROUNDS} rounds, v1 and now taking turns (the order alternates); medians (enqueue: of every run), each run's numbers above`,
     `v1: commit ${V1_COMMIT}${process.env.BENCH_BASELINE_COMMIT ? ' (BENCH_BASELINE_COMMIT)' : ', the last before cbaf54d (core/sql: one SQL core under every store)'}, built in ${relative(REPO_ROOT, V1_DIR)}; now: this checkout's packages/*/dist`,
     'ratios: now ÷ v1; for jobs/s higher is better, for MiB lower is better (issue 10: no store slower by more than 10 %)',
