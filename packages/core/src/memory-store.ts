@@ -704,7 +704,7 @@ export class MemoryJobStore implements JobStore {
   ): Promise<boolean> {
     this.assertOpen('amendHistory');
     const record = this.finished.get(id);
-    if (!record || record.outcome !== 'completed') return false;
+    if (record?.outcome !== 'completed') return false;
     record.result = resultJson === null ? null : JSON.parse(resultJson);
     record.durationMs = durationMs;
     return true;

@@ -93,8 +93,7 @@ export function renderJob(job: FoundJob, now: number): string {
         : 'not yet (acquired, waiting in its owner’s prefetch)',
     ]);
   }
-  if (finished && finished.startedAt)
-    fields.push(['last run started', when(finished.startedAt, now)]);
+  if (finished?.startedAt) fields.push(['last run started', when(finished.startedAt, now)]);
   if (job.timeoutMs) fields.push(['time limit', duration(job.timeoutMs)]);
   if (!finished) fields.push(['cancel requested', job.cancelRequested ? 'yes' : 'no']);
   if (finished) {

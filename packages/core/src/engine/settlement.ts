@@ -11,7 +11,7 @@
  *   effect before it failed, a retry that finds the lease gone reads the job to tell "our earlier
  *   call did it" from a lease really lost (an *uncertain settle*).
  */
-import type { JobCompletion, JobFailure, SettleResult } from '../store.js';
+import type { JobCompletion, SettleResult } from '../store.js';
 import type { HeldJob } from './held-jobs.js';
 import { writeFinalProgress } from './renewals.js';
 import type { EngineRuntime } from './runtime.js';

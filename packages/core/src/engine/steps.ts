@@ -194,7 +194,6 @@ async function stepInTransaction<T>(
   key: string,
   fn: (tx?: unknown) => T | Promise<T>,
 ): Promise<T> {
-  const store = rt.options.store;
   const steps = held.steps as RunSteps;
   assertLive(rt, held, abort);
   const started = Date.now();

@@ -20,7 +20,6 @@
  *   version, created_at, updated_at
  * A finished job's row is deleted.
  */
-import { ValidationError } from '../errors.js';
 import { dueTime } from '../rules/due.js';
 import { readLogs, readSteps } from '../store-support.js';
 
@@ -31,7 +30,6 @@ export { assertIdentifier, readLogs } from '../store-support.js';
 
 import type {
   Job,
-  JobLogLine,
   JobState,
   NewJob,
   RecoverResult,

@@ -2,10 +2,9 @@
  * Enqueue: keyless jobs in multi-row inserts, keyed jobs one by one against their holder, and
  * the key modes (`replace`, `debounce`) as an update of a waiting holder locked first.
  */
-import { StoreError } from '../../errors.js';
 import type { EnqueueResult, Job, NewJob } from '../../store.js';
 import type { Operation } from '../executor.js';
-import { dueTime, isLimited, newJobValues, readTime, rowToJob, type SqlValue } from '../rows.js';
+import { dueTime, isLimited, readTime, rowToJob } from '../rows.js';
 import type { SqlEnv } from './env.js';
 
 export function* now(c: SqlEnv): Operation<Date> {

@@ -5,16 +5,10 @@
  * The table's columns: `history-rows.ts`.
  */
 import { keepsOutcome } from '../../history.js';
-import type {
-  HistoryOutcome,
-  JobCompletion,
-  JobHistoryRecord,
-  ListHistoryRequest,
-} from '../../store.js';
-import { isJobId, marks } from '../dialect.js';
+import type { HistoryOutcome, JobHistoryRecord, ListHistoryRequest } from '../../store.js';
+import { isJobId } from '../dialect.js';
 import type { Operation } from '../executor.js';
 import {
-  durationOf,
   HISTORY_COLUMN_NAMES,
   HISTORY_JSON_COLUMNS,
   HISTORY_TIME_COLUMNS,
