@@ -174,6 +174,13 @@ describe('@jobs/cli installed from its tarball with npm (PostgreSQL app)', () =>
       expect(help.stdout).toMatch(/^Usage: jobsctl \[options\] \[command\]/);
     });
 
+    it('jobsctl signal runs from the tarball as docs/workflows.md shows it, through sh -c', async () => {
+      const command = `npx jobsctl signal approval --key o-1 --payload '{"ok":true}' --json`;
+      const result = await shell('sh', command, env());
+      expect(result.code, result.stderr).toBe(0);
+      expect(JSON.parse(result.stdout)).toEqual({ name: 'approval', key: 'o-1', payloadBytes: 11 });
+    });
+
     it('package.json scripts run it (npm run, pnpm run: through sh, as example 06 does)', async () => {
       for (const runner of ['npm run --silent status', 'pnpm run --silent status']) {
         const result = await shell('bash', runner, env());
