@@ -253,7 +253,10 @@ export function childrenGroup(h: Harness): void {
     const store = await openWithChildren(h, skip);
     if (!store.cancellation) skip('SKIPPED: the store has no `cancellation`');
     const engine = await startEngine(h, store, {
-      leaseMs: 300,
+      // Long enough that a loaded machine's late renewal does not lose the lease first (recovery
+      // would then end the job cancelled without this engine's event); the cancel is still seen
+      // at the next renewal, a third of it.
+      leaseMs: 1_000,
       handlers: {
         parent: async (_job: Job, ctx: JobContext) => {
           // The step keeps the run going (the parent parks only after it) until the cancel.
