@@ -1,5 +1,7 @@
+import { basename } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defineProject, type UserWorkspaceConfig } from 'vitest/config';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 const src = (pkg: string): string =>
   fileURLToPath(new URL(`./packages/${pkg}/src/index.ts`, import.meta.url));
@@ -30,6 +32,30 @@ const sqlAsText = {
 };
 
 /**
+ * The files known to run longest, by name: the conformance suite on a store (minutes), then
+ * chaos, multi-process and template runs (tens of seconds). Higher runs earlier.
+ */
+function weight(file: string): number {
+  const name = basename(file);
+  if (name.startsWith('conformance')) return 2;
+  if (/^(chaos|guarantee|multi-process|workflow-chaos|templates|installed)/.test(name)) return 1;
+  return 0;
+}
+
+/**
+ * Longest files first. Without vitest's cache of durations (a fresh clone, as in CI) its own
+ * order runs larger files first — and a store's conformance file is a few lines that run for
+ * minutes, so it started last and the package waited for it alone (~150 s of a run).
+ */
+class LongestFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const sorted = await super.sort(files);
+    // Array#sort is stable: within a weight, vitest's order stays.
+    return sorted.sort((a, b) => weight(b.moduleId) - weight(a.moduleId));
+  }
+}
+
+/**
  * The vitest project of a workspace package: its `*.test.ts` files under `test/`, workspace
  * packages from source, a minute per test and hook (real databases and child processes). A
  * package passes only what it adds.
@@ -50,6 +76,7 @@ export function packageTestProject(test: UserWorkspaceConfig['test'] = {}): User
       // Two test files at once: they mostly wait on databases, child processes and timers, and
       // on two cores vitest would otherwise run one file at a time.
       maxWorkers: 2,
+      sequence: { sequencer: LongestFirst },
       ...test,
     },
   });

@@ -1,18 +1,27 @@
 /**
  * External workers over HTTP (`@jobs/http`) against native handlers on the same store:
  * - throughput: jobs/s of remote no-op workers (4 loops, each acquiring batches of 100 over
- *   loopback HTTP and completing each batch with one `POST /complete`) ÷ one engine (concurrency 50)
+ *   loopback HTTP, each batch's completions riding on the loop's next acquire, `complete` in
+ *   `POST /acquire`: one request per batch) ÷ one engine (concurrency 50)
  *   draining the same number of no-op jobs (`drainRate`), on fresh tables each run; the issue's
  *   target is ≥ 0.5×;
  * - pickup: how long a long-polling remote worker takes from `engine.enqueue` resolving to its
  *   acquire answering with the job, p50 and p99 (target p50 ≤ 10 ms on PostgreSQL).
- * The two sides alternate within a round so drift on a shared machine hits both.
+ * The remote loops run twice per round: in a child process of their own (`process`, the main
+ * figure: a real external worker is another process, often in another language, so its JSON and
+ * HTTP work is not the server's), and in the bench process itself (`same process`: the client's
+ * `fetch`, JSON encoding and decoding share the server's one thread, as before). The child is
+ * forked and has loaded the client before the clock starts; it is told the server's address and
+ * reports how many completions the server acknowledged.
+ * The sides alternate within a round so drift on a shared machine hits each.
  *
  * `pnpm bench external [--quick] [sqlite] [postgres] [mysql]` (default: SQLite and PostgreSQL).
  */
+import { fork } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { JobEngine, type JobStore, silentLogger } from '@jobs/core';
 import { createWorkerApi } from '@jobs/http';
 import { type AcquiredJob, createWorkerClient } from '@jobs/http/client';
@@ -21,6 +30,91 @@ import { type DrainTarget, drainRate, drainTargets, median } from './drain-targe
 const TOKEN = 'bench-token-0123456789abcdef';
 const BATCH = 100;
 const LOOPS = 4;
+/** Set in the forked child that runs the remote loops (`process` side). */
+const CHILD_ENV = 'JOBS_BENCH_EXTERNAL_LOOPS';
+
+/**
+ * The remote workers: `LOOPS` loops, each acquiring up to `BATCH` jobs per request with the
+ * completions of its previous batch riding on it, until an acquire finds nothing. Returns how
+ * many completions the server acknowledged (a refused one throws).
+ */
+async function remoteLoops(url: string): Promise<number> {
+  const client = createWorkerClient({ url, token: TOKEN });
+  let done = 0;
+  await Promise.all(
+    Array.from({ length: LOOPS }, async (_, n) => {
+      let held: AcquiredJob[] = [];
+      for (;;) {
+        const { jobs: batch, results } = await client.completeAndAcquire(held, {
+          types: ['noop'],
+          max: BATCH,
+          leaseMs: 30_000,
+          worker: `w${n}`,
+        });
+        if (results.some((r) => r.outcome !== 'completed'))
+          throw new Error('http: a completion was refused');
+        done += held.length;
+        if (batch.length === 0) return;
+        held = batch;
+      }
+    }),
+  );
+  return done;
+}
+
+type ChildMessage = { ready?: true; done?: number; error?: string };
+
+/**
+ * A forked child process that runs the remote loops on request (`run(url)`: their count and the
+ * elapsed ms). One child serves every round, so its code is as warm as the bench process's.
+ */
+function workerProcess() {
+  const child = fork(fileURLToPath(import.meta.url), [], {
+    env: { ...process.env, [CHILD_ENV]: '1' },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const exited = once(child, 'exit');
+  const message = (): Promise<ChildMessage> =>
+    Promise.race([
+      once(child, 'message').then(([m]) => m as ChildMessage),
+      exited.then(([code]) => {
+        throw new Error(`http: the worker process exited (${String(code)})`);
+      }),
+    ]);
+  const loaded = message();
+  return {
+    /** Resolves once the child has loaded the client. */
+    ready: async (): Promise<void> => {
+      await loaded;
+    },
+    async run(url: string): Promise<{ done: number; ms: number }> {
+      await loaded;
+      const started = performance.now();
+      child.send({ url });
+      const answer = await message();
+      const ms = performance.now() - started;
+      if (answer.error !== undefined) throw new Error(answer.error);
+      return { done: answer.done as number, ms };
+    },
+    async close(): Promise<void> {
+      if (child.exitCode === null) child.kill();
+      await exited.catch(() => {});
+    },
+  };
+}
+type WorkerProcess = ReturnType<typeof workerProcess>;
+
+if (process.env[CHILD_ENV] === '1' && process.send) {
+  // The forked child: for each server address it is sent, run the loops and report.
+  process.on('message', (message: { url: string }) => {
+    remoteLoops(message.url).then(
+      (done) => process.send?.({ done }),
+      (error: unknown) =>
+        process.send?.({ error: error instanceof Error ? error.message : String(error) }),
+    );
+  });
+  process.send({ ready: true });
+}
 
 async function serve(store: JobStore) {
   const api = createWorkerApi({
@@ -35,6 +129,7 @@ async function serve(store: JobStore) {
   await once(server, 'listening');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
+    url,
     client: createWorkerClient({ url, token: TOKEN }),
     close: async () => {
       api.close();
@@ -44,8 +139,15 @@ async function serve(store: JobStore) {
   };
 }
 
-/** Jobs/s of remote no-op workers draining `jobs` jobs over HTTP. */
-async function httpRate(target: DrainTarget, jobs: number): Promise<number> {
+/**
+ * Jobs/s of remote no-op workers draining `jobs` jobs over HTTP: their loops in `child` (a
+ * worker process), or in this process when null.
+ */
+async function httpRate(
+  target: DrainTarget,
+  jobs: number,
+  child: WorkerProcess | null,
+): Promise<number> {
   const { store, cleanup } = await target.open();
   const served = await serve(store);
   try {
@@ -58,26 +160,14 @@ async function httpRate(target: DrainTarget, jobs: number): Promise<number> {
         })),
       );
     }
-    let done = 0;
-    const started = performance.now();
-    await Promise.all(
-      Array.from({ length: LOOPS }, async (_, n) => {
-        for (;;) {
-          const batch: AcquiredJob[] = await served.client.acquire({
-            types: ['noop'],
-            max: BATCH,
-            leaseMs: 30_000,
-            worker: `w${n}`,
-          });
-          if (batch.length === 0) return;
-          const results = await served.client.completeMany(batch);
-          if (results.some((r) => r.outcome !== 'completed'))
-            throw new Error('http: a completion was refused');
-          done += batch.length;
-        }
-      }),
-    );
-    const ms = performance.now() - started;
+    let done: number;
+    let ms: number;
+    if (child !== null) ({ done, ms } = await child.run(served.url));
+    else {
+      const started = performance.now();
+      done = await remoteLoops(served.url);
+      ms = performance.now() - started;
+    }
     if (done !== jobs) throw new Error(`http: ${done} of ${jobs} jobs done`);
     return (jobs / ms) * 1000;
   } finally {
@@ -129,28 +219,43 @@ export async function runExternalWorkersBench(argv: readonly string[]): Promise<
   );
   const rows: string[] = [];
   for (const target of targets) {
-    const rates = { native: [] as number[], http: [] as number[] };
+    const rates = { native: [] as number[], process: [] as number[], same: [] as number[] };
+    const child = workerProcess();
     try {
+      await child.ready(); // its start-up competes with no measured run
       for (let round = 0; round < ROUNDS; round++) {
-        const order =
-          round % 2 === 0 ? (['native', 'http'] as const) : (['http', 'native'] as const);
+        const sides = ['native', 'process', 'same'] as const;
+        // Each round starts with another side, so drift hits each.
+        const order = sides.map(
+          (_, i) => sides[(i + round) % sides.length] as (typeof sides)[number],
+        );
         for (const side of order) {
           rates[side].push(
-            side === 'http'
-              ? await httpRate(target, JOBS)
-              : await drainRate(target, JOBS, { engine: { handlers: { noop: async () => {} } } }),
+            side === 'native'
+              ? await drainRate(target, JOBS, { engine: { handlers: { noop: async () => {} } } })
+              : await httpRate(target, JOBS, side === 'process' ? child : null),
           );
         }
       }
       const latencies = await pickups(target, SAMPLES);
       const native = median(rates.native);
-      const http = median(rates.http);
-      const line = `${target.name.padEnd(9)} http ${http.toFixed(0).padStart(6)} jobs/s ÷ native ${native.toFixed(0).padStart(6)} jobs/s = ${(http / native).toFixed(2)}×   pickup p50 ${percentile(latencies, 50).toFixed(1)} ms, p99 ${percentile(latencies, 99).toFixed(1)} ms   (runs: http ${rates.http.map((r) => r.toFixed(0)).join(', ')}; native ${rates.native.map((r) => r.toFixed(0)).join(', ')})`;
-      console.log(line);
-      rows.push(line);
+      const runs = (side: keyof typeof rates) => rates[side].map((r) => r.toFixed(0)).join(', ');
+      const ratio = (side: 'process' | 'same', label: string) => {
+        const http = median(rates[side]);
+        return `${target.name.padEnd(9)} http (${label}) ${http.toFixed(0).padStart(6)} jobs/s ÷ native ${native.toFixed(0).padStart(6)} jobs/s = ${(http / native).toFixed(2)}×   (runs: http ${runs(side)}; native ${runs('native')})`;
+      };
+      const lines = [
+        ratio('process', 'worker process'),
+        ratio('same', 'same process  '),
+        `${target.name.padEnd(9)} pickup p50 ${percentile(latencies, 50).toFixed(1)} ms, p99 ${percentile(latencies, 99).toFixed(1)} ms`,
+      ];
+      for (const line of lines) console.log(line);
+      rows.push(...lines);
     } catch (error) {
       const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
       console.log(`[bench] external ${target.name}: skipped (${message})`);
+    } finally {
+      await child.close();
     }
   }
   console.log(

@@ -8,7 +8,8 @@
  * line of each store (`due-time.ts`); `pnpm bench sql-enqueue …` enqueue from SQL against
  * `engine.enqueue` (`sql-enqueue.ts`); `pnpm bench external …` remote workers over HTTP against
  * native handlers (`external-workers.ts`); `pnpm bench steps …` workflows of 10 durable steps
- * against plain jobs: jobs/s and round trips per step (`steps.ts`); `pnpm bench scale …` idle
+ * against plain jobs: jobs/s and round trips per step (`steps.ts`); `pnpm bench workflows …`
+ * 3-step and fan-out-of-10 workflows per store, with DBOS (`workflows.ts`); `pnpm bench scale …` idle
  * nodes on PostgreSQL: idle cost, statements and pickup per enqueue, the notify lock (`scale.ts`).
  */
 import { type BenchOptions, type BenchReport, type BenchSuite, printReport } from './harness.js';
@@ -94,6 +95,12 @@ async function main(): Promise<void> {
     // `pnpm bench steps [--quick] [sqlite] [postgres]`: 10-step workflows ÷ plain jobs.
     const { runStepsBench } = await import('./steps.js');
     await runStepsBench(argv.slice(1));
+    return;
+  }
+  if (argv[0] === 'workflows') {
+    // `pnpm bench workflows [--quick] [sqlite] [postgres] [mysql] [typeorm]`: 3-step and fan-out workflows.
+    const { runWorkflowsBench } = await import('./workflows.js');
+    await runWorkflowsBench(argv.slice(1));
     return;
   }
   if (argv[0] === 'scale') {

@@ -3,10 +3,12 @@
  *
  * - Idle cost: statements per second per idle node (every `pg` `Client#query` of the process,
  *   LISTEN connection included).
- * - One enqueue: the statements it causes on every node together plus the enqueuer's own, how
- *   many nodes query for it, and its pickup (enqueue to handler start) p50/p99 — with wake-ups
- *   `broadcast` (every node, the default) and `targeted` (a few idle nodes, opt-in). The
- *   target: statements per enqueue flat in N. Then the nodes that query for a job enqueued
+ * - One enqueue: the statements it causes on every node together plus the enqueuer's own (also
+ *   net of what the idle nodes sent anyway meanwhile, at the idle rate), how many nodes query
+ *   for it, and its pickup (enqueue to handler start) p50/p99 — with wake-ups `broadcast`
+ *   (every node), `targeted` (a few idle nodes that run the job, the default), and `targeted`
+ *   in a mixed pool (every other node runs another job type only). The target: statements per
+ *   enqueue flat in N. Then the nodes that query for a job enqueued
  *   300 ms ahead (its wake-up, and its due time: each idle node sleeps until the next due time).
  * - The NOTIFY lock: 16 concurrent enqueuers for a few seconds, sessions waiting on PostgreSQL's
  *   server-wide notify lock (`pg_stat_activity`, wait event `object`, sampled every 5 ms) with
@@ -36,6 +38,8 @@ interface Started {
 interface RunResult {
   idlePerNode: number;
   perEnqueue: number;
+  /** `perEnqueue` less what the nodes send idle over the same time. */
+  netPerEnqueue: number;
   nodesWoken: number;
   p50: number;
   p99: number;
@@ -66,12 +70,16 @@ async function counts(workers: readonly WorkerHandle[]): Promise<number[]> {
   );
 }
 
-/** N idle nodes with `wakeUps`: idle cost, then `rounds` single enqueues one at a time. */
+/**
+ * N idle nodes with `wakeUps`: idle cost, then `rounds` single enqueues one at a time. `mixed`:
+ * every other node (odd indexes) runs `other` jobs only, not `ping`.
+ */
 async function runNodes(
   nodes: number,
   wakeUps: WakeUps,
   idleMs: number,
   rounds: number,
+  mixed = false,
 ): Promise<RunResult> {
   const schema = freshSchema();
   const writer = new PostgresJobStore({ connectionString: PG_URL, schema, wakeUps, max: 2 });
@@ -84,7 +92,13 @@ async function runNodes(
   const workers = spawnWorkers(
     nodes,
     WORKER,
-    (index): ScaleWorkerArgs => ({ url: PG_URL, schema, wakeUps, index }),
+    (index): ScaleWorkerArgs => ({
+      url: PG_URL,
+      schema,
+      wakeUps,
+      index,
+      type: mixed && index % 2 === 1 ? 'other' : 'ping',
+    }),
   );
   let onStarted: (s: Started) => void = () => {};
   for (const w of workers) {
@@ -105,7 +119,9 @@ async function runNodes(
     const pickups: number[] = [];
     let statements = 0;
     let woken = 0;
+    let measuredMs = 0;
     for (let round = 0; round < rounds; round++) {
+      const from = performance.now();
       const before = await counts(workers);
       const writerBefore = writerStatements;
       const started = new Promise<Started>((resolve) => {
@@ -116,6 +132,7 @@ async function runNodes(
       // Nodes woken for nothing finish their queries.
       await sleep(100);
       const after = await counts(workers);
+      measuredMs += performance.now() - from;
       statements += writerStatements - writerBefore;
       for (let i = 0; i < nodes; i++) {
         const delta = (after[i] ?? 0) - (before[i] ?? 0);
@@ -141,6 +158,7 @@ async function runNodes(
       nodesDelayed: delayedWoken / delayedRounds,
       idlePerNode: idleStatements / nodes / (idleMs / 1000),
       perEnqueue: statements / rounds,
+      netPerEnqueue: (statements - (idleStatements / idleMs) * measuredMs) / rounds,
       nodesWoken: woken / rounds,
       p50: percentile(pickups, 50),
       p99: percentile(pickups, 99),
@@ -229,12 +247,19 @@ export async function runScaleBench(argv: readonly string[]): Promise<void> {
   );
   const rows: (string | number)[][] = [];
   for (const nodes of sizes) {
-    for (const wakeUps of ['broadcast', 'targeted'] as const) {
-      const r = await runNodes(nodes, wakeUps, idleMs, rounds);
+    const runs = [
+      ['broadcast', false],
+      ['targeted', false],
+      ['targeted', true],
+    ] as const;
+    for (const [wakeUps, mixed] of runs) {
+      if (mixed && nodes < 2) continue;
+      const r = await runNodes(nodes, wakeUps, idleMs, rounds, mixed);
       rows.push([
-        `${nodes} nodes, ${wakeUps}`,
+        `${nodes} nodes, ${wakeUps}${mixed ? ', mixed' : ''}`,
         r.idlePerNode.toFixed(2),
         r.perEnqueue.toFixed(1),
+        r.netPerEnqueue.toFixed(1),
         r.nodesWoken.toFixed(1),
         r.p50.toFixed(1),
         r.p99.toFixed(1),
@@ -248,6 +273,7 @@ export async function runScaleBench(argv: readonly string[]): Promise<void> {
       'run',
       'idle stmts/s per node',
       'stmts per enqueue',
+      'net of idle',
       'nodes that query',
       'pickup p50 ms',
       'pickup p99 ms',

@@ -17,6 +17,7 @@ import { PostgresJobStore } from '@jobs/postgres';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { type DrainTarget, drainTargets, median, PG_URL } from './drain-targets.js';
+import { enqueueInBatches } from './harness.js';
 
 const STEPS = 10;
 const CONCURRENCY = 10;
@@ -40,7 +41,8 @@ function countStatements(): () => number {
   wrap(pg.Client.prototype as unknown as Record<string, unknown>, 'query');
   return () => count;
 }
-const statements = countStatements();
+/** Statements this process sent so far (`pg.Client#query`, better-sqlite3 calls). */
+export const statements = countStatements();
 
 async function workflow(_job: unknown, ctx: JobContext): Promise<number> {
   let sum = 0;
@@ -48,7 +50,7 @@ async function workflow(_job: unknown, ctx: JobContext): Promise<number> {
   return sum;
 }
 
-interface Run {
+export interface Run {
   rate: number;
   statements: number;
 }
@@ -62,14 +64,9 @@ async function drain(
   const { store, cleanup } = await target.open();
   try {
     const client = new JobEngine({ store, logger: silentLogger });
-    for (let i = 0; i < jobs; i += 1000) {
-      await client.enqueueMany(
-        Array.from({ length: Math.min(1000, jobs - i) }, (_, k) => ({
-          type: 'work',
-          payload: { i: i + k },
-        })),
-      );
-    }
+    await enqueueInBatches(jobs, (payloads) =>
+      client.enqueueMany(payloads.map((payload) => ({ type: 'work', payload }))),
+    );
     let done = 0;
     let finished: () => void = () => {};
     const all = new Promise<void>((resolve) => {
@@ -108,7 +105,7 @@ async function drain(
  * each run one workflow after the other — a workflow called directly runs at once in this
  * process, DBOS's fastest path (a queue would add its polling interval).
  */
-async function dbosRun(jobs: number, steps: number): Promise<Run> {
+export async function dbosRun(jobs: number, steps: number): Promise<Run> {
   const { DBOS } = await import('@dbos-inc/dbos-sdk');
   const schema = `dbos_bench_${process.pid}_${Date.now()}`;
   DBOS.setConfig({
@@ -147,7 +144,7 @@ async function dbosRun(jobs: number, steps: number): Promise<Run> {
 }
 
 /** PostgreSQL in the store's default configuration (its default pool of 10), a fresh schema. */
-const defaultPostgres: DrainTarget = {
+export const defaultPostgres: DrainTarget = {
   name: 'postgres',
   async open() {
     const schema = `bench_steps_${process.pid}_${Date.now()}`;

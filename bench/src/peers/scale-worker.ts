@@ -1,6 +1,6 @@
 /**
  * One idle node of `pnpm bench scale` (`../scale.ts`): an engine on a `PostgresJobStore` of its
- * own that runs `ping` jobs (payload `{ t }`, the enqueuer's `Date.now()`) and reports each
+ * own that runs jobs of one type (`ping`, or another in a mixed pool; payload `{ t }`, the enqueuer's `Date.now()`) and reports each
  * one's pickup (`started`, ms from enqueue to handler start; same machine, same clock). Answers
  * `count` with the statements it has sent so far (every `pg` `Client#query`, the LISTEN
  * connection's included).
@@ -17,6 +17,8 @@ export interface ScaleWorkerArgs {
   schema: string;
   wakeUps: WakeUps;
   index: number;
+  /** The one job type the node runs. Default `ping`. */
+  type?: string;
 }
 
 let queries = 0;
@@ -39,7 +41,7 @@ serveWorker<ScaleWorkerArgs, { statements: number }>(async (args, io) => {
     concurrency: 2,
     logger: silentLogger,
     handlers: {
-      ping: async (job) => {
+      [args.type ?? 'ping']: async (job) => {
         const { t } = job.payload as { t: number };
         io.send('started', { ms: Date.now() - t, node: args.index });
       },

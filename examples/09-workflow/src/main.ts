@@ -1,113 +1,169 @@
 /**
- * An order workflow with durable steps (see README.md): charge → reserve stock (a transaction
- * step) → ship. Shipping fails on the first attempt; the retry runs only what did not finish.
+ * An order workflow (see README.md): charge the card as a fenced step, wait for an approval
+ * signal sent over HTTP, print two shipping labels as child jobs in parallel, sleep a moment,
+ * then confirm. The job parks while it waits — no worker, lease or connection held — and each
+ * time it resumes, the code between steps runs again while finished steps return their
+ * checkpoints.
  *
- * JOBS_DB (default `workflow.db` in the current folder) names the SQLite file; it is made anew
- * on each run.
+ * A tiny `node:http` server takes `POST /orders/:id/approve` and calls `engine.signal`; the
+ * script sends that request itself once the job waits, so `pnpm start` runs unattended.
+ *
+ * DATABASE_URL picks PostgreSQL (`postgres://…`) or MySQL/MariaDB (`mysql://…`); unset, a
+ * SQLite file (`JOBS_DB`, default `workflow.db`), made anew on each run.
  */
-import { rmSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { type Job, JobEngine } from '@jobs/core';
-import { SqliteJobStore } from '@jobs/sqlite';
-import Database from 'better-sqlite3';
+import { openDatabase } from './database.js';
 
 interface Order {
   orderId: string;
-  sku: string;
-  quantity: number;
   amountCents: number;
+  parcels: number;
 }
 
-const filename = resolve(process.env.JOBS_DB ?? 'workflow.db');
-for (const suffix of ['', '-wal', '-shm']) rmSync(filename + suffix, { force: true });
+interface Approval {
+  approvedBy: string;
+}
 
-// The app's own table, in the same database file as the jobs.
-const app = new Database(filename);
-app.exec(`create table stock_reservations (
-  order_id text primary key, sku text not null, quantity integer not null)`);
-
-/** How often each step's function really ran, across all attempts. */
-const ran = { charge: 0, reserve: 0, ship: 0 };
 const log = (message: string): void => console.log(message);
+const db = await openDatabase(process.env.DATABASE_URL);
+await db.store.migrate();
+// The app's own table, in the same database as the jobs.
+await db.query('drop table if exists order_charges');
+await db.query(
+  'create table order_charges (order_id varchar(64) primary key, amount_cents integer not null)',
+);
 
-const store = new SqliteJobStore({ filename });
-await store.migrate();
+/** How often each piece really ran, across all the runs of the workflow. */
+const ran = { handler: 0, charge: 0, labels: 0, confirm: 0 };
+
 const engine = new JobEngine({
-  store,
-  // One retry, soon: the demo should not wait for the default backoff.
-  retry: { kind: 'fixed', delayMs: 200 },
+  store: db.store,
+  pollIntervalMs: 100,
   handlers: {
     'place-order': async (job: Job<Order>, ctx) => {
       const order = job.payload;
-      // Code outside steps runs on every attempt.
-      log(`attempt ${ctx.attempt}: workflow for order ${order.orderId} starts`);
+      // Code outside steps runs on every run: keep it cheap and free of side effects.
+      ran.handler += 1;
+      log(`run ${ran.handler}: place-order ${order.orderId}`);
 
-      // A call to another system: once its result is checkpointed, it never runs again.
-      const charge = await ctx.step('charge', async () => {
-        ran.charge += 1;
-        log(`attempt ${ctx.attempt}:   charge   charging ${order.amountCents} cents (the card)`);
-        return { chargeId: `ch_${order.orderId}` };
-      });
-
-      // A write to this database: the insert and the checkpoint commit in one transaction,
-      // only while this worker holds the job's lease — exactly once.
-      const reservation = await ctx.step(
-        'reserve',
-        (tx: Database.Database) => {
-          ran.reserve += 1;
-          tx.prepare('insert into stock_reservations values (?, ?, ?)').run(
+      // Fenced: the row and the checkpoint commit in one transaction, only while this worker
+      // holds the job's lease — the card is charged exactly once.
+      const charge = await ctx.step(
+        'charge',
+        async (tx) => {
+          ran.charge += 1;
+          await db.writeIn(tx, 'insert into order_charges (order_id, amount_cents) values (?, ?)', [
             order.orderId,
-            order.sku,
-            order.quantity,
+            order.amountCents,
+          ]);
+          log(
+            `  charge    ${order.amountCents} cents charged (row + checkpoint in one transaction)`,
           );
-          log(`attempt ${ctx.attempt}:   reserve  ${order.quantity} × ${order.sku} reserved`);
-          return { sku: order.sku, quantity: order.quantity };
+          return { chargeId: `ch_${order.orderId}` };
         },
         { transaction: true },
       );
 
-      const shipment = await ctx.step('ship', async () => {
-        ran.ship += 1;
-        if (ctx.attempt === 1) {
-          log(`attempt ${ctx.attempt}:   ship     the carrier's API times out → the attempt fails`);
-          throw new Error('carrier API timed out');
-        }
-        log(`attempt ${ctx.attempt}:   ship     label printed`);
-        return { trackingNumber: `TRK-${order.orderId}` };
+      // Parks the job until POST /orders/:id/approve signals it (or a day passes).
+      const approval = await ctx.waitFor<Approval>('approval', {
+        key: order.orderId,
+        timeoutMs: 86_400_000,
       });
+      if (approval === null) return { status: 'not approved within a day', charge };
+      log(`  approval  approved by ${approval.approvedBy} (the wait's checkpoint)`);
 
-      return { charge, reservation, shipment };
+      // Two child jobs at once; the parent parks until both finished.
+      const labels = await Promise.all(
+        Array.from({ length: order.parcels }, (_, i) =>
+          ctx.run<{ label: string }>(`label-${i + 1}`, 'print-label', {
+            orderId: order.orderId,
+            parcel: i + 1,
+          }),
+        ),
+      );
+      log(`  labels    ${labels.map((l) => l.label).join(', ')} (the children's results)`);
+
+      // A short durable sleep (a carrier's pickup window, say): the job parks as a timer.
+      await ctx.sleep('pickup-window', 300);
+
+      const confirmation = await ctx.step('confirm', async () => {
+        ran.confirm += 1;
+        log(`  confirm   order ${order.orderId} confirmed to the customer`);
+        return { mailed: true };
+      });
+      return { charge, approval, labels, confirmation };
+    },
+    'print-label': async (job: Job<{ orderId: string; parcel: number }>) => {
+      ran.labels += 1;
+      const label = `LBL-${job.payload.orderId}-${job.payload.parcel}`;
+      log(`  child     print-label job ${job.id}: ${label}`);
+      return { label };
     },
   },
 });
 
-const finished = new Promise<Job>((done, fail) => {
-  engine.on('completed', ({ job }) => done(job));
-  engine.on('failed', ({ willRetry, retryDelayMs }) => {
-    if (willRetry) log(`the engine retries the job in ${retryDelayMs} ms`);
-  });
-  engine.on('deadlettered', ({ error }) => fail(new Error(`order failed: ${error.message}`)));
+// POST /orders/:id/approve → engine.signal('approval', { key: id, payload }).
+const server = createServer(async (req, res) => {
+  const match = /^\/orders\/([^/]+)\/approve$/.exec(req.url ?? '');
+  if (req.method !== 'POST' || !match) {
+    res.writeHead(404).end();
+    return;
+  }
+  let body = '';
+  for await (const chunk of req) body += chunk;
+  try {
+    const payload = JSON.parse(body || '{}') as Approval;
+    const key = decodeURIComponent(match[1] as string);
+    log(`http: POST ${req.url} ${body} → engine.signal('approval', { key: '${key}', payload })`);
+    await engine.signal('approval', { key, payload });
+    res.writeHead(202, { 'content-type': 'application/json' }).end('{"signalled":true}');
+  } catch (error) {
+    res.writeHead(400, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ error: (error as Error).message }));
+  }
 });
+server.listen(Number(process.env.PORT ?? 0), '127.0.0.1');
+await once(server, 'listening');
+const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
+log(`store: ${db.label}; approvals at ${origin}/orders/:id/approve`);
 await engine.start();
-const job = await engine.enqueue<Order>(
-  'place-order',
-  { orderId: 'A-1001', sku: 'mug-blue', quantity: 2, amountCents: 2_400 },
-  { retries: 1 },
-);
-const done = await finished;
+const order: Order = { orderId: 'A-1001', amountCents: 2_400, parcels: 2 };
+const job = await engine.enqueue('place-order', order);
 
-// The finished job, from the store's history: its result and its step list.
-const record = await engine.admin.getJob(done.id);
-const reserved = app.prepare('select count(*) as n from stock_reservations').get() as { n: number };
-log('');
-log(`job ${job.id} completed after ${done.attempts} attempts`);
-log(`step functions run: charge ${ran.charge}, reserve ${ran.reserve}, ship ${ran.ship}`);
-log(`stock reservations for the order: ${reserved.n}`);
-for (const step of record?.steps ?? []) {
-  log(`checkpoint ${step.name.padEnd(8)} ${JSON.stringify(step.result)}`);
+// The job parks in the store, waiting for the signal; then "someone" approves it over HTTP.
+for (;;) {
+  const now = await engine.admin.getJob(job.id);
+  if (now?.state === 'timer' && now.steps?.some((step) => step.name === 'approval')) break;
+  await new Promise((resolve) => setTimeout(resolve, 50));
 }
-if (record && 'result' in record) log(`result: ${JSON.stringify(record.result)}`);
+log(`job ${job.id} waits for approval (state timer: no worker, lease or connection held)`);
+const response = await fetch(`${origin}/orders/${order.orderId}/approve`, {
+  method: 'POST',
+  headers: { 'content-type': 'application/json' },
+  body: JSON.stringify({ approvedBy: 'ops@example.com' }),
+});
+const answer = `${response.status} ${await response.text()}`;
+
+const result = await engine.result(job, { timeoutMs: 30_000 });
+const charges = await db.query('select count(*) as n from order_charges');
+const record = await engine.admin.getJob(job.id);
+log('');
+log(`the approval request was answered ${answer}`);
+log(
+  `job ${job.id} completed after ${ran.handler} runs of its handler (attempt ${record?.attempts})`,
+);
+log(
+  `ran: charge ${ran.charge}, print-label ${ran.labels}, confirm ${ran.confirm}; order_charges rows: ${Number(charges[0]?.n)}`,
+);
+for (const step of record?.steps ?? []) {
+  log(`checkpoint ${step.name.padEnd(14)} ${JSON.stringify(step.result)}`);
+}
+log(`result: ${JSON.stringify(result)}`);
+
+server.close();
 await engine.stop();
-app.close();
-await store.close();
+await db.close();

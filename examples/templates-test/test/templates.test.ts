@@ -147,11 +147,13 @@ const templates: Record<string, Template> = {
   '09-workflow': {
     async start(dir) {
       const stdout = await start(dir, { JOBS_DB: 'templates-test.db' });
-      expect(stdout).toContain('attempt 1:   ship     the carrier');
-      expect(stdout).toContain('attempt 2:   ship     label printed');
-      expect(stdout).toContain('completed after 2 attempts');
-      expect(stdout).toContain('step functions run: charge 1, reserve 1, ship 2');
-      expect(stdout).toContain('stock reservations for the order: 1');
+      expect(stdout).toContain('charge    2400 cents charged');
+      expect(stdout).toMatch(/http: POST \/orders\/A-1001\/approve .*engine\.signal\('approval'/);
+      expect(stdout).toContain('approval request was answered 202');
+      expect(stdout).toContain('labels    LBL-A-1001-1, LBL-A-1001-2');
+      expect(stdout).toMatch(/completed after \d+ runs of its handler \(attempt 1\)/);
+      expect(stdout).toContain('ran: charge 1, print-label 2, confirm 1; order_charges rows: 1');
+      expect(stdout).toMatch(/checkpoint pickup-window\s+\{"\$sleepUntil":\d+\}/);
     },
   },
 };

@@ -3,6 +3,7 @@
  * (2 for usage errors). Driver errors are recognised by their codes and turned into what the
  * operator should check or run.
  */
+import { isMissingTableError } from '@jobs/core/sql';
 import { CliError, StoppedError } from './errors.js';
 import type { Target } from './target.js';
 
@@ -103,12 +104,7 @@ export function explain(error: unknown, target: Target | null): string {
   }
 
   // Missing tables (PostgreSQL 42P01/3F000, MySQL 1146, SQLite "no such table"): never migrated.
-  const noTables = has(
-    errors,
-    (e) =>
-      ['42P01', '3F000', 'ER_NO_SUCH_TABLE'].includes(codeOf(e)) ||
-      /no such table/i.test(messageOf(e)),
-  );
+  const noTables = has(errors, isMissingTableError);
   if (noTables && target) {
     return `${where} has no @jobs tables (${target.tables}): run \`${migrateHint(target)}\` first`;
   }

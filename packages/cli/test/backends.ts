@@ -67,7 +67,7 @@ export function sqliteBackend(): Backend {
 
 export async function postgresBackend(): Promise<Backend | null> {
   const ok = await reachable('PostgreSQL', PG_URL, async () => {
-    const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 2_000 });
+    const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 10_000 });
     await client.connect();
     await client.end();
   });
@@ -97,7 +97,7 @@ export async function postgresBackend(): Promise<Backend | null> {
 
 export async function mysqlBackend(): Promise<Backend | null> {
   const ok = await reachable('MySQL/MariaDB', MYSQL_URL, async () => {
-    const connection = await mysql.createConnection({ uri: MYSQL_URL, connectTimeout: 2_000 });
+    const connection = await mysql.createConnection({ uri: MYSQL_URL, connectTimeout: 10_000 });
     await connection.end();
   });
   if (!ok) return null;

@@ -17,7 +17,7 @@ if (typeof mod.createStore !== 'function') {
     `[@jobs/conformance] chaos-worker: ${config.module} exports no createStore(args)`,
   );
 }
-const { JobEngine } = await import('@jobs/core');
+const { JobEngine, StoreError } = await import('@jobs/core');
 const opened = await mod.createStore(config.args);
 /** Acquisition answers held back this long (`plan.delayAcquireMs`): a slow network, a stall. */
 let acquireDelayMs = 0;
@@ -69,8 +69,11 @@ function handler(plan) {
         // Steps until aborted, reading ctx.signal before each (the documented pattern) and
         // waiting on a plain timer in between, as a handler's own work would.
         for (;;) {
+          // A step is stamped when its check is made: a freeze that lands between the check and
+          // the step (which no check can catch) counts at the check, while the lease was ours.
+          const at = Date.now();
           if (ctx.signal.aborted) break;
-          send({ event: 'step', job: job.id, at: Date.now() });
+          send({ event: 'step', job: job.id, at });
           await new Promise((resolve) => setTimeout(resolve, plan.stepMs));
         }
       } else if (plan.work === 'transaction') {
@@ -116,8 +119,18 @@ const commands = {
     engine.on('error', () => {
       errors += 1;
     });
-    await engine.start();
-    return null;
+    // The scenarios' deadlines are short (a connect gives up after a third of a lease): on a
+    // loaded machine the first connection may miss one. A worker tries again, as a supervisor
+    // would, before it says it is ready; the faults come after that.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await engine.start();
+        return null;
+      } catch (error) {
+        if (!(error instanceof StoreError) || attempt >= 5) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 200 * attempt));
+      }
+    }
   },
   async stop({ timeoutMs }) {
     const running = engine;

@@ -16,6 +16,7 @@ import { type JobStore, STORE_ABILITIES } from '@jobs/core';
 import { afterEach, describe } from 'vitest';
 import { acquireGroup } from './groups/acquire.js';
 import { adminGroup } from './groups/admin.js';
+import { batchHandlersGroup } from './groups/batch-handlers.js';
 import { blockedSetGroup } from './groups/blocked-set.js';
 import { cancellationGroup } from './groups/cancellation.js';
 import { childrenGroup } from './groups/children.js';
@@ -27,6 +28,7 @@ import { enqueueGroup } from './groups/enqueue.js';
 import { exclusiveGroup } from './groups/exclusive.js';
 import { failureGroup } from './groups/failure.js';
 import { faultsGroup } from './groups/faults.js';
+import { flowsGroup } from './groups/flows.js';
 import { handlerTransactionGroup } from './groups/handler-transaction.js';
 import { historyGroup } from './groups/history.js';
 import { hostileInputGroup } from './groups/hostile-input.js';
@@ -196,6 +198,15 @@ const GROUPS: Record<GroupName, { title: string; define: GroupDefinition }> = {
   children: {
     title: 'child jobs: ctx.run awaits a child without holding the worker, fan-in, cancel cascade',
     define: childrenGroup,
+  },
+  flows: {
+    title: 'flows and batches: a DAG of jobs in dependency order, skips, a batch callback',
+    define: flowsGroup,
+  },
+  'batch-handlers': {
+    title:
+      'batch handlers: jobs run in batches, each settled as a single run (own lease, outcome, cancel)',
+    define: batchHandlersGroup,
   },
   'operator-views': {
     title: 'operator views: queue stats (optional)',

@@ -36,6 +36,8 @@ export const GROUP_NAMES = [
   'steps',
   'waits',
   'children',
+  'flows',
+  'batch-handlers',
   'schedules',
   'schedule-engine',
   'engine',
@@ -193,6 +195,16 @@ export interface ConformanceOptions<S extends JobStore = JobStore, Tx = unknown>
     call: { type: string; payload: string; options: string },
     tx?: Tx,
   ) => Promise<string>;
+  /**
+   * For a SQL store: calls the database's bulk SQL enqueue entry point (PostgreSQL's
+   * `enqueue_many` function, MySQL's `<prefix>enqueue_many` procedure, SQLite's
+   * `<prefix>enqueue_many` view) with raw SQL, `payloads` a JSON array's text; a database error
+   * is thrown as it is. Without it, the bulk test of `sql-enqueue` is skipped.
+   */
+  sqlEnqueueMany?: (
+    store: S,
+    call: { type: string; payloads: string; options: string },
+  ) => Promise<void>;
   /**
    * The capabilities and optional methods the store must declare. Without it the suite lists
    * the check as skipped, and a capability switched off silently skips the tests that need it.

@@ -23,7 +23,7 @@ export const ABILITY_MEMBERS: Readonly<Record<StoreAbility, readonly string[]>> 
   bulk: ['countJobs', 'retryDeadletterMany', 'deleteMany'],
   views: ['overdueTypes', 'queueStats', 'estimateJobs'],
   steps: ['save'],
-  waits: ['sleep', 'signal', 'takeSignal', 'waitSignal'],
+  waits: ['sleep', 'signal', 'pruneSignals', 'takeSignal', 'waitSignal'],
 };
 
 function shown(value: unknown): string {

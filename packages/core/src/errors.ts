@@ -203,7 +203,9 @@ export class JobFailedError extends JobsError {
  * A child job awaited with `ctx.run` did not complete: it ended in the dead-letter area
  * (`outcome` `deadletter`, its last error in `lastError`), was cancelled (`cancelled`), or left
  * the store with no outcome recorded anywhere (`unknown`: deleted by an operator, or finished
- * while history kept nothing and its result never reached the parent). Thrown from `ctx.run`,
+ * while history kept nothing and its result never reached the parent), or completed in
+ * `ctx.transaction` but its result was lost with its process (`lost`: the process died, or its
+ * handler did not return within a lease of the commit). Thrown from `ctx.run`,
  * so the parent's code decides: catch it and go on, or let the parent's attempt fail.
  *
  * @example
@@ -220,12 +222,12 @@ export class ChildJobError extends JobsError {
   }
 
   readonly childId: string;
-  readonly outcome: 'deadletter' | 'cancelled' | 'unknown';
+  readonly outcome: 'deadletter' | 'cancelled' | 'unknown' | 'lost';
   readonly lastError: { message: string; stack: string | null } | null;
 
   constructor(
     childId: string,
-    outcome: 'deadletter' | 'cancelled' | 'unknown',
+    outcome: 'deadletter' | 'cancelled' | 'unknown' | 'lost',
     lastError: { message: string; stack: string | null } | null = null,
   ) {
     super('FAILED', childMessage(childId, outcome, lastError));
@@ -238,12 +240,15 @@ export class ChildJobError extends JobsError {
 
 function childMessage(
   childId: string,
-  outcome: 'deadletter' | 'cancelled' | 'unknown',
+  outcome: 'deadletter' | 'cancelled' | 'unknown' | 'lost',
   lastError: { message: string } | null,
 ): string {
   if (outcome === 'cancelled') return `child job ${childId} was cancelled`;
   if (outcome === 'unknown') {
     return `child job ${childId} is gone and no outcome of it was recorded (deleted, or finished with history off before its result reached the parent)`;
+  }
+  if (outcome === 'lost') {
+    return `child job ${childId} completed in ctx.transaction, but its result was lost with its process (it died, or its handler did not return within a lease of the commit)`;
   }
   return `child job ${childId} failed for good (dead-letter area)${lastError ? `: ${lastError.message}` : ''}`;
 }

@@ -13,9 +13,13 @@ export const HISTORY_RESULT_MAX_BYTES = 64 * 1024;
 /** Records deleted per pruning statement: short transactions, no long locks. */
 export const HISTORY_PRUNE_BATCH = 1_000;
 
-/** The marker stored instead of a result that cannot be kept as it is. */
+/**
+ * The marker stored instead of a result that cannot be kept as it is — or not yet known
+ * (`result-pending`: a child job completed in `ctx.transaction` whose handler has not returned;
+ * replaced by what it returns, kept when its process died first).
+ */
 export interface HistoryResultMarker {
-  $jobs: 'result-too-large' | 'result-not-json';
+  $jobs: 'result-too-large' | 'result-not-json' | 'result-pending';
   /** Bytes of JSON of the result, when it could be serialised. */
   bytes?: number;
   limit?: number;

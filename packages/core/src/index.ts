@@ -1,13 +1,33 @@
 export * from './clock.js';
 export * from './engine/admin.js';
+// For settlers outside the engine (`@jobs/http`'s remote workers): a child job's outcome reaches
+// its parent through the same signals as the engine's own settles send.
+export {
+  childCancelled,
+  completedPayload,
+  parentOf,
+  sendChildOutcome,
+  wakeParentsIfDone,
+} from './engine/child-outcomes.js';
 export type { ChildRunOptions } from './engine/children.js';
 export * from './engine/engine.js';
+export {
+  FLOW_TYPE,
+  type FlowNodeEnd,
+  type FlowNodeOptions,
+  MAX_FLOW_NODE_NAME_CHARS,
+  MAX_FLOW_NODES,
+} from './engine/flow-model.js';
+export type { FlowSummary } from './engine/flow-run.js';
+export type { FlowNodeState, FlowNodeView, FlowStatus, FlowView } from './engine/flow-view.js';
+export type { BatchItem, FlowDefinition, FlowNode } from './engine/flows.js';
 export type { EngineHealth } from './engine/health.js';
 export * from './engine/run-worker.js';
 export { MAX_STEP_NAME_CHARS, type StepOptions } from './engine/steps.js';
 export * from './engine/types.js';
 // Explicit: the other checks in validate.ts are the engine's, not public API.
 export { checkMeta, MAX_META_ENTRIES, MAX_META_VALUE, MAX_SCOPE_LIMIT } from './engine/validate.js';
+export { isParked } from './engine/waits.js';
 export * from './errors.js';
 export * from './history.js';
 export * from './logger.js';

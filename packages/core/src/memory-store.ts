@@ -132,6 +132,7 @@ export class MemoryJobStore implements JobStore {
   readonly waits: StoreWaits = {
     sleep: (ref, stepsJson, delayMs) => this.sleepHeld(ref, stepsJson, delayMs),
     signal: (name, key, payloadJson) => this.signal(name, key, payloadJson),
+    pruneSignals: (retentionMs, limit) => this.pruneSignals(retentionMs, limit),
     takeSignal: (ref, name, key, stepsJsonOf) => this.takeSignal(ref, name, key, stepsJsonOf),
     waitSignal: (ref, name, key, stepsJson, timeoutMs) =>
       this.waitSignal(ref, name, key, stepsJson, timeoutMs),
@@ -145,8 +146,11 @@ export class MemoryJobStore implements JobStore {
   private readonly keys = new Map<string, number>();
   private readonly schedules = new Map<string, ScheduleRecord>();
   private readonly subscribers = new StoreSubscribers();
-  /** Signals not taken yet, oldest first, by `name` NUL `key` (see `StoreWaits.signal`). */
-  private readonly signals = new Map<string, string[]>();
+  /**
+   * Signals not taken yet, oldest first, by `name` NUL `key` (see `StoreWaits.signal`): payload
+   * and when it was sent (ms on the store's clock).
+   */
+  private readonly signals = new Map<string, { payload: string; at: number }[]>();
   /** Jobs waiting for a signal, by `name` NUL `key` (see `StoreWaits.waitSignal`). */
   private readonly signalWaiters = new Map<string, Set<string>>();
   /** Finished jobs, by id (see `configureHistory`). */
@@ -457,7 +461,7 @@ export class MemoryJobStore implements JobStore {
     this.assertOpen('signal');
     const at = `${name}\u0000${key}`;
     const list = this.signals.get(at) ?? [];
-    list.push(payloadJson);
+    list.push({ payload: payloadJson, at: this.clock.now() });
     this.signals.set(at, list);
     let woke = false;
     for (const id of this.signalWaiters.get(at) ?? []) {
@@ -470,6 +474,22 @@ export class MemoryJobStore implements JobStore {
     if (woke) this.notify();
   }
 
+  /** See `StoreWaits.pruneSignals`: the oldest expired signals of every name and key. */
+  private async pruneSignals(retentionMs: number, limit: number): Promise<number> {
+    this.assertOpen('pruneSignals');
+    const before = this.clock.now() - retentionMs;
+    const expired: { at: number; list: { at: number }[]; entry: { at: number } }[] = [];
+    for (const list of this.signals.values()) {
+      for (const entry of list) {
+        if (entry.at < before) expired.push({ at: entry.at, list, entry });
+      }
+    }
+    const pruned = expired.sort((a, b) => a.at - b.at).slice(0, limit);
+    for (const { list, entry } of pruned) list.splice(list.indexOf(entry), 1);
+    for (const [at, list] of this.signals) if (list.length === 0) this.signals.delete(at);
+    return pruned.length;
+  }
+
   /** See `StoreWaits.takeSignal`. */
   private async takeSignal(
     ref: JobRef,
@@ -479,7 +499,7 @@ export class MemoryJobStore implements JobStore {
   ): Promise<string | null> {
     this.assertOpen('takeSignal');
     const at = `${name}\u0000${key}`;
-    const payload = this.signals.get(at)?.[0] ?? null;
+    const payload = this.signals.get(at)?.[0]?.payload ?? null;
     const stepsJson = stepsJsonOf(payload);
     if (stepsJson === null) {
       if (payload === null) return null;
@@ -489,7 +509,7 @@ export class MemoryJobStore implements JobStore {
     if (!stored) throw new LockLostError(ref.id);
     stored.job.steps = readSteps(stepsJson);
     if (payload !== null) {
-      const list = this.signals.get(at) as string[];
+      const list = this.signals.get(at) as { payload: string; at: number }[];
       list.shift();
       if (list.length === 0) this.signals.delete(at);
     }

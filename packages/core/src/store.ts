@@ -896,10 +896,16 @@ export interface StoreWaits {
   sleep(ref: JobRef, stepsJson: string, delayMs: number): Promise<boolean>;
   /**
    * Stores a signal for (`name`, `key`) with its payload (JSON text), kept until one waiting
-   * job takes it (`takeSignal`), and then makes the jobs waiting for it (`waitSignal`) due at
-   * once. Each signal is taken by exactly one job, once.
+   * job takes it (`takeSignal`) or it expires (`pruneSignals`), and then makes the jobs waiting
+   * for it (`waitSignal`) due at once. Each signal is taken by exactly one job, once.
    */
   signal(name: string, key: string, payloadJson: string): Promise<void>;
+  /**
+   * Deletes at most `limit` stored signals nobody took that were sent more than `retentionMs`
+   * ago on the store's clock, oldest first; answers how many. Never touches a job's record
+   * of what it waits for (`waitSignal`).
+   */
+  pruneSignals(retentionMs: number, limit: number): Promise<number>;
   /**
    * For the job held with `ref`'s token: takes (deletes) the oldest stored signal for (`name`,
    * `key`) and, in the same transaction, writes `stepsJsonOf(payloadJson)` as the job's step

@@ -2,9 +2,12 @@
  * `ctx.run` in the engine (the stores' side is the conformance `children` group): bad input is
  * a `ValidationError` naming the field, before anything is enqueued; a child name shared with a
  * step is refused; a child's result over what a signal carries fails the child for good; the
- * `childRecheckMs` option is checked.
+ * `childRecheckMs` option is checked; a child completed with its result still to come (as
+ * `ctx.transaction` completes one) gives its parent that result when it comes after a recheck,
+ * and a `ChildJobError` (`lost`) when it never comes — never null.
  */
 import { describe, expect, it } from 'vitest';
+import { RESULT_PENDING_JSON } from '../src/engine/child-outcomes.js';
 import {
   ChildJobError,
   type Job,
@@ -18,6 +21,53 @@ import {
 import { engine, waitFor } from './helpers.js';
 
 const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+
+/**
+ * A parent (`leaseMs` 1 s, `childRecheckMs` 100) parked for a child no engine runs, which the
+ * test then completes through the store as `ctx.transaction` does: its history result pending.
+ * Returns the engine, the parent's id, its runs so far, what `ctx.run` gave it, the child's id.
+ */
+async function parentOfPendingChild(store: MemoryJobStore) {
+  const seen = { runs: 0, outcomes: [] as unknown[] };
+  const e = engine({
+    store,
+    logger: quiet,
+    pollIntervalMs: 50,
+    leaseMs: 1_000,
+    childRecheckMs: 100,
+    handlers: {
+      parent: async (_job: Job, ctx: JobContext) => {
+        seen.runs++;
+        try {
+          seen.outcomes.push(await ctx.run('far', 'elsewhere', null));
+        } catch (error) {
+          if (!(error instanceof ChildJobError)) throw error;
+          seen.outcomes.push(error);
+        }
+      },
+    },
+  });
+  await e.start();
+  const parent = await e.enqueue('parent', {}, { retries: 0 });
+  await waitFor(
+    async () => (await store.getJob(parent.id))?.state === 'timer',
+    'the parent to park',
+  );
+  const [child] = await store.acquire({
+    owner: 'settler',
+    limit: 1,
+    leaseMs: 60_000,
+    types: ['elsewhere'],
+    queues: null,
+    tenants: null,
+  });
+  if (!child?.lockToken) throw new Error('the settler acquired no child');
+  const done = await store.complete([
+    { id: child.id, token: child.lockToken, durationMs: 1, resultJson: RESULT_PENDING_JSON },
+  ]);
+  expect(done.lost).toEqual([]);
+  return { engine: e, parentId: parent.id, childId: child.id, seen, runsAtCompletion: seen.runs };
+}
 
 /**
  * Runs one `parent` job with `handler` (and `child` jobs with `child`) to its end; returns what
@@ -121,5 +171,39 @@ describe('ctx.run', () => {
         () => new JobEngine({ store: new MemoryJobStore(), childRecheckMs: bad as number }),
       ).toThrow(JobsError);
     }
+  });
+
+  it('a child completed with its result still to come gives its parent that result when it comes after a recheck, not null', async () => {
+    const store = new MemoryJobStore();
+    const { parentId, childId, seen, runsAtCompletion } = await parentOfPendingChild(store);
+    // Two more runs: the parent looked at the completed child at least once and parked again.
+    await waitFor(
+      async () => seen.runs >= runsAtCompletion + 2 || (await store.getJob(parentId)) === null,
+      'the parent to recheck its child',
+    );
+    await store.waits?.signal('$child', childId, '{"outcome":"completed","result":{"n":7}}');
+    await waitFor(async () => (await store.getJob(parentId)) === null, 'the parent to end');
+    expect(seen.outcomes).toEqual([{ n: 7 }]);
+  });
+
+  it('a child completed with its result still to come that never comes: ctx.run throws ChildJobError "lost" a lease later, not null', async () => {
+    const store = new MemoryJobStore();
+    const { parentId, seen } = await parentOfPendingChild(store);
+    await waitFor(async () => (await store.getJob(parentId)) === null, 'the parent to end');
+    expect(seen.outcomes).toHaveLength(1);
+    expect(seen.outcomes[0]).toBeInstanceOf(ChildJobError);
+    expect((seen.outcomes[0] as ChildJobError).outcome).toBe('lost');
+    expect((seen.outcomes[0] as ChildJobError).message).toMatch(/result was lost with its process/);
+  });
+
+  it('engine.result of a child completed with its result still to come waits for the result, never returning the marker', async () => {
+    const store = new MemoryJobStore();
+    const { engine: e, childId } = await parentOfPendingChild(store);
+    await expect(e.result(childId, { timeoutMs: 50 })).rejects.toThrow(
+      /its handler not returned yet/,
+    );
+    // What the child's engine writes once the handler returned.
+    expect(await store.history?.amend(childId, '{"n":8}', 5)).toBe(true);
+    expect(await e.result(childId, { timeoutMs: 5_000 })).toEqual({ n: 8 });
   });
 });

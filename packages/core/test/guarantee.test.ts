@@ -222,8 +222,13 @@ describe('the local deadline', () => {
               // The process freezes past the lease (as a SIGSTOP or a stopped VM would), and
               // nothing it sends lands meanwhile (another owner may have taken the job). Its
               // next timer is armed before the freeze: after it, that timer is due at once.
+              // (Armed, then frozen in the same turn: a timer to freeze later could run after
+              // the step's own on a loaded machine, and step 4 then came before the freeze.)
               state.renewalsFail = true;
-              setTimeout(() => freeze(450), 1);
+              const next = sleep(5);
+              freeze(450);
+              await next;
+              continue;
             }
             await sleep(5);
           }

@@ -46,8 +46,8 @@ pre{background:var(--code);border:1px solid var(--line);border-radius:6px;paddin
 .badge.async{color:var(--info);border-color:color-mix(in srgb,var(--info) 40%,transparent);background:color-mix(in srgb,var(--info) 10%,transparent)}
 .badge.blocked{color:var(--info);border:1px dashed color-mix(in srgb,var(--info) 50%,transparent);background:transparent}
 .badge.running{color:var(--warn);border-color:color-mix(in srgb,var(--warn) 40%,transparent);background:color-mix(in srgb,var(--warn) 12%,transparent)}
-.badge.deadletter,.badge.cancelled,.badge.bad{color:var(--bad);border-color:color-mix(in srgb,var(--bad) 40%,transparent);background:color-mix(in srgb,var(--bad) 10%,transparent)}
-.badge.suspended,.badge.paused,.badge.neutral{color:var(--muted);border-color:var(--line);background:var(--chip)}
+.badge.deadletter,.badge.cancelled,.badge.failed,.badge.bad{color:var(--bad);border-color:color-mix(in srgb,var(--bad) 40%,transparent);background:color-mix(in srgb,var(--bad) 10%,transparent)}
+.badge.suspended,.badge.paused,.badge.skipped,.badge.pending,.badge.unknown,.badge.neutral{color:var(--muted);border-color:var(--line);background:var(--chip)}
 .badge.completed,.badge.active,.badge.ok{color:var(--ok);border-color:color-mix(in srgb,var(--ok) 40%,transparent);background:color-mix(in srgb,var(--ok) 10%,transparent)}
 form.filters{display:flex;flex-wrap:wrap;gap:8px;align-items:flex-end;margin-bottom:12px}
 form.filters label{display:flex;flex-direction:column;gap:3px;font-size:12px;color:var(--muted)}
@@ -86,6 +86,20 @@ svg.chart text.empty{font-size:13px}
 .legend{display:flex;gap:14px;font-size:12px;color:var(--muted)}
 .legend i{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:5px;vertical-align:-1px}
 .legend i.started{background:var(--info)}.legend i.completed{background:var(--ok)}.legend i.failed{background:var(--bad)}
+.graph-wrap{overflow-x:auto;margin-bottom:8px}
+svg.flow-graph{display:block;max-width:none}svg.flow-graph text{font-size:12px;fill:var(--fg)}
+svg.flow-graph text.state{fill:var(--muted);font-size:11px}svg.flow-graph .name{font-weight:600}
+svg.flow-graph path.edge{fill:none;stroke:var(--muted);stroke-width:1.5}svg.flow-graph path.arrow{fill:var(--muted)}
+svg.flow-graph rect{stroke-width:1.5;fill:var(--panel);stroke:var(--line)}
+svg.flow-graph a:hover rect{stroke-width:2.5}svg.flow-graph .current rect{stroke-width:3.5}
+svg.flow-graph .waiting rect{stroke:var(--info);fill:color-mix(in srgb,var(--info) 8%,var(--panel))}
+svg.flow-graph .running rect{stroke:var(--warn);fill:color-mix(in srgb,var(--warn) 14%,var(--panel))}
+svg.flow-graph .completed rect{stroke:var(--ok);fill:color-mix(in srgb,var(--ok) 12%,var(--panel))}
+svg.flow-graph .deadletter rect{stroke:var(--bad);fill:color-mix(in srgb,var(--bad) 14%,var(--panel))}
+svg.flow-graph .cancelled rect{stroke:var(--bad);stroke-dasharray:5 3;fill:var(--panel)}
+svg.flow-graph .skipped rect{stroke:var(--muted);stroke-dasharray:2 3;fill:var(--chip)}
+.legend i.node-waiting{background:var(--info)}.legend i.node-running{background:var(--warn)}.legend i.node-completed{background:var(--ok)}
+.legend i.node-deadletter{background:var(--bad)}.legend i.node-cancelled{border:1px dashed var(--bad)}.legend i.node-skipped{background:var(--chip);border:1px dashed var(--muted)}
 progress{width:140px;height:10px;vertical-align:middle;accent-color:var(--accent)}
 .err{color:var(--bad)}
 .count-pill{display:inline-block;min-width:24px;text-align:center;padding:0 7px;border-radius:999px;background:var(--chip);font-size:12px;font-weight:600;margin-left:6px}

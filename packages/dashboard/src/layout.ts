@@ -8,6 +8,7 @@ const TABS: [string, string][] = [
   ['/', 'Overview'],
   ['/jobs', 'Jobs'],
   ['/deadletter', 'Dead letter'],
+  ['/flows', 'Flows'],
   ['/schedules', 'Schedules'],
   ['/history', 'History'],
 ];

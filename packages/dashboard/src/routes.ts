@@ -18,6 +18,7 @@ import { type ApiRead, apiJob, apiJobs, apiStats } from './api.js';
 import { type PageRequest, type RouteParams, safeDecode } from './context.js';
 import type { SafeHtml } from './html.js';
 import { deadletterPage } from './pages/deadletter.js';
+import { apiFlow, apiFlows, flowsPage } from './pages/flows.js';
 import { historyPage } from './pages/history.js';
 import { jobPage } from './pages/job.js';
 import { jobsPage } from './pages/jobs.js';
@@ -38,11 +39,14 @@ export const ROUTES: readonly Route[] = [
   { method: 'GET', pattern: '/jobs', page: jobsPage },
   { method: 'GET', pattern: '/jobs/:id', page: (ctx, params) => jobPage(ctx, params.id as string) },
   { method: 'GET', pattern: '/deadletter', page: (ctx) => deadletterPage(ctx) },
+  { method: 'GET', pattern: '/flows', page: flowsPage },
   { method: 'GET', pattern: '/schedules', page: schedulesPage },
   { method: 'GET', pattern: '/history', page: historyPage },
   { method: 'GET', pattern: '/api/stats', api: apiStats },
   { method: 'GET', pattern: '/api/jobs', api: apiJobs },
   { method: 'GET', pattern: '/api/jobs/:id', api: apiJob },
+  { method: 'GET', pattern: '/api/flows', api: apiFlows },
+  { method: 'GET', pattern: '/api/flows/:id', api: apiFlow },
   { method: 'POST', pattern: '/jobs/:id/retry', action: retryJob },
   { method: 'POST', pattern: '/jobs/:id/delete', action: deleteJob },
   { method: 'POST', pattern: '/jobs/:id/cancel', action: cancelJob },

@@ -91,6 +91,17 @@ export function dashboardSuite(open: () => Promise<Backend | null>): void {
           return ctx.waitFor('approval', { key: 'o-1', timeoutMs: 3_600_000 });
         },
         'cool-off': async (_job, ctx) => ctx.sleep('cool-off', 3_600_000),
+        'flow-fail': async () => {
+          throw new UnrecoverableError('no stock');
+        },
+        // Two children in parallel, then parked (a finished parent would leave the live table).
+        'ship-two': async (_job, ctx) => {
+          await Promise.all([
+            ctx.run('label-a', 'quick', { n: 1 }),
+            ctx.run('label-b', 'quick', { n: 2 }),
+          ]);
+          return ctx.sleep('hold', 3_600_000);
+        },
         // Runs until cancelled, reporting progress.
         long: async (_job, ctx) => {
           ctx.progress({ done: 3, total: 10 });
@@ -351,6 +362,92 @@ export function dashboardSuite(open: () => Promise<Backend | null>): void {
       expect(errors).toEqual([]);
     } finally {
       for (const job of [waiting, sleeping]) await store.deleteJob(job.id);
+    }
+  });
+
+  it("shows a parent's children, a flow as a graph (on its page and its nodes'), and the flows page", async (t) => {
+    if (!backend) return t.skip();
+    const parent = await engine.enqueue('ship-two', {});
+    // a → b (sleeps an hour: the flow stays live), a → c (dead-letters) → d (skipped), a, b → e.
+    const flow = await engine.flow({
+      nodes: {
+        a: { type: 'quick', payload: { n: 1 } },
+        b: { type: 'cool-off', dependsOn: ['a'] },
+        c: { type: 'flow-fail', dependsOn: ['a'] },
+        d: { type: 'quick', payload: { n: 4 }, dependsOn: ['c'] },
+        e: { type: 'quick', payload: { n: 5 }, dependsOn: ['a', 'b'] },
+      },
+    });
+    try {
+      await until('the parent parked after its children', async () => {
+        const job = await store.getJob(parent.id);
+        return job?.state === 'timer' && job.steps?.some((step) => step.name === 'hold');
+      });
+      await visit(`/jobs/${parent.id}`);
+      const children = page.locator('.card', { has: page.locator('h2:has-text("Children")') });
+      await expect(children.locator('tbody tr').count()).resolves.toBe(2);
+      await expect(children.locator('tbody tr td:first-child').allTextContents()).resolves.toEqual([
+        'label-a',
+        'label-b',
+      ]);
+      await expect(children.locator('tbody .badge').allTextContents()).resolves.toEqual([
+        'completed',
+        'completed',
+      ]);
+
+      const view = await until('the flow settled', async () => {
+        const read = await engine.admin.getFlow(flow.id);
+        const state = (name: string) => read?.nodes.find((node) => node.name === name)?.state;
+        return state('b') === 'timer' && state('c') === 'deadletter' ? read : null;
+      });
+      await visit(`/jobs/${flow.id}`);
+      const graph = page.locator('#flow-graph svg.flow-graph');
+      await expect(graph.locator('g.node').count()).resolves.toBe(5);
+      await expect(graph.locator('g.node.completed').count()).resolves.toBe(1);
+      await expect(graph.locator('g.node.deadletter').count()).resolves.toBe(1);
+      await expect(graph.locator('g.node.skipped').count()).resolves.toBe(1);
+      await expect(graph.locator('g.node.waiting').count()).resolves.toBe(2);
+      await expect(graph.locator('path.edge').count()).resolves.toBe(5);
+      await shot('flow-graph');
+      // A started node's box links to its job, whose page shows the same graph, its box outlined.
+      const b = view.nodes.find((node) => node.name === 'b');
+      await graph.locator('a:has(g[data-node="b"])').click();
+      await page.waitForURL(`**/jobs/${b?.jobId}`);
+      await expect(page.locator('#flow-graph g.node').count()).resolves.toBe(5);
+      await expect(
+        page.locator('#flow-graph g.node.current').getAttribute('data-node'),
+      ).resolves.toBe('b');
+
+      await visit('/flows');
+      await expect(page.locator('nav.tabs a.active').textContent()).resolves.toBe('Flows');
+      const row = page.locator(`#live-flows tr[data-flow="${flow.id}"]`);
+      await expect(row.locator('td:nth-child(3)').textContent()).resolves.toBe('5');
+      await expect(row.locator('.flow-count').allTextContents()).resolves.toEqual([
+        '1 completed',
+        '2 started',
+        '2 pending',
+      ]);
+      await shot('flows');
+      // A finished flow is listed from history, with its outcome counts from its summary.
+      const done = await engine.flow({ nodes: { only: { type: 'quick', payload: { n: 3 } } } });
+      await engine.result(done.id, { timeoutMs: 15_000 });
+      await visit('/flows');
+      const finished = page.locator(`#finished-flows tr[data-flow="${done.id}"]`);
+      await expect(finished.locator('.badge').textContent()).resolves.toBe('completed');
+      await expect(finished.locator('.flow-count').allTextContents()).resolves.toEqual([
+        '1 completed',
+      ]);
+      const list = (await (await fetch(`${origin}${BASE}/api/flows`)).json()) as {
+        live: { id: string; status: string }[];
+      };
+      expect(list.live.find((f) => f.id === flow.id)?.status).toBe('running');
+      const one = await fetch(`${origin}${BASE}/api/flows/${flow.id}`);
+      expect(((await one.json()) as { nodes: unknown[] }).nodes).toHaveLength(5);
+      expect((await fetch(`${origin}${BASE}/api/flows/${parent.id}`)).status).toBe(404);
+      expect(errors).toEqual([]);
+    } finally {
+      await engine.admin.cancelFlow(flow.id);
+      await engine.admin.cancel(parent.id);
     }
   });
 

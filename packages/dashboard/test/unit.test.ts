@@ -13,8 +13,10 @@ import {
   UnrecoverableError,
 } from '@jobs/core';
 import { describe, expect, it } from 'vitest';
+import { layersOf } from '../src/graph.js';
 import { escapeHtml } from '../src/html.js';
 import { createDashboard } from '../src/index.js';
+import { flowCounts } from '../src/pages/flows.js';
 import { readJobsPage, SlowReadCache, scanJobs } from '../src/reads.js';
 import {
   duration,
@@ -634,5 +636,68 @@ describe('@jobs/dashboard/text', () => {
       { state: 'timer' }, // a store without steps
     ];
     expect(nothing.map((job) => jobWait(job, now))).toEqual(nothing.map(() => null));
+  });
+});
+
+describe('flows', () => {
+  it('layersOf puts a node one layer right of its deepest parent', () => {
+    const node = (name: string, dependsOn: string[] = []) =>
+      ({ name, type: 't', dependsOn, after: 'completed', jobId: null, state: 'pending' }) as const;
+    const layers = layersOf([
+      node('a'),
+      node('b', ['a']),
+      node('c', ['a']),
+      node('d', ['b', 'c']),
+      node('e', ['a', 'd']),
+      node('lone'),
+    ]);
+    expect(Object.fromEntries(layers)).toEqual({ a: 0, b: 1, c: 1, d: 2, e: 3, lone: 0 });
+  });
+
+  it('flowCounts reads a live flow from its checkpoints and a finished one from its summary', () => {
+    const payload = { flow: 1, nodes: ['a', 'b', 'c', 'd', 'e'].map((name) => ({ name })) };
+    const step = (name: string, result: unknown) => ({
+      name,
+      result,
+      at: new Date(),
+      durationMs: 0,
+    });
+    const live = {
+      state: 'timer',
+      payload,
+      steps: [
+        step('node:a', { $child: '1', outcome: 'completed', result: 1 }),
+        step('node:b', { $child: '2' }),
+        step('node:c', { $child: '3', outcome: 'cancelled' }),
+      ],
+    } as unknown as Job;
+    expect(flowCounts(live)).toEqual({
+      nodes: 5,
+      pending: 2,
+      started: 1,
+      completed: 1,
+      deadletter: 0,
+      cancelled: 1,
+      skipped: 0,
+    });
+    const finished = {
+      state: 'finished',
+      outcome: 'completed',
+      payload,
+      steps: [],
+      result: {
+        status: 'failed',
+        nodes: { a: 'completed', b: 'deadletter', c: 'cancelled', d: 'skipped', e: 'skipped' },
+      },
+    } as unknown as Job;
+    expect(flowCounts(finished)).toEqual({
+      nodes: 5,
+      pending: 0,
+      started: 0,
+      completed: 1,
+      deadletter: 1,
+      cancelled: 1,
+      skipped: 2,
+    });
   });
 });

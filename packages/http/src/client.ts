@@ -128,6 +128,25 @@ export interface WorkerClient {
       problem?: { type: string; status: number; detail: string };
     }[]
   >;
+  /**
+   * Completes `done` and acquires in one request (`POST /acquire` with `complete`): the jobs a
+   * worker finished ride on its next acquire — one round trip and, where the store fuses them,
+   * one store call. Each completion is answered on its own in `results`, as by `completeMany`.
+   *
+   * @example
+   * let held: AcquiredJob[] = [];
+   * for (;;) {
+   *   const { jobs } = await client.completeAndAcquire(held.map((job) => ({ ...job, result: run(job) })), { max: 100 });
+   *   held = jobs;
+   * }
+   */
+  completeAndAcquire(
+    done: readonly (Pick<AcquiredJob, 'id' | 'token'> & { result?: unknown })[],
+    options?: AcquireOptions,
+  ): Promise<{
+    jobs: AcquiredJob[];
+    results: Awaited<ReturnType<WorkerClient['completeMany']>>;
+  }>;
   fail(
     job: Pick<AcquiredJob, 'id' | 'token'>,
     error: string | { message: string; stack?: string },
@@ -220,6 +239,15 @@ export function createWorkerClient(options: WorkerClientOptions): WorkerClient {
         given.trace,
       );
       return answer.results;
+    },
+    async completeAndAcquire(done, given = {}) {
+      const { signal, trace, ...body } = given;
+      const complete = done.map(({ id, token, result }) => ({ id, token, result }));
+      const answer = await call<{
+        jobs: AcquiredJob[];
+        results?: Awaited<ReturnType<WorkerClient['completeMany']>>;
+      }>('/acquire', { ...body, complete }, trace, signal);
+      return { jobs: answer.jobs, results: answer.results ?? [] };
     },
     fail(job, error, given = {}) {
       const { trace, ...body } = given;

@@ -90,6 +90,25 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
             detail: { type: 'string' },
           },
         },
+        Completion: {
+          type: 'object',
+          required: ['id', 'token'],
+          additionalProperties: false,
+          properties: {
+            id: { type: 'string' },
+            token: tokenField,
+            result: { description: 'Any JSON, kept in history' },
+          },
+        },
+        CompletionResult: {
+          type: 'object',
+          required: ['id'],
+          properties: {
+            id: { type: 'string' },
+            outcome: { const: 'completed' },
+            problem: { $ref: '#/components/schemas/Problem' },
+          },
+        },
         AcquiredJob: {
           type: 'object',
           required: [
@@ -157,6 +176,13 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
               pattern: '^[A-Za-z0-9._:@-]{1,100}$',
               description: 'Shown as the lock owner',
             },
+            complete: {
+              type: 'array',
+              maxItems: 1000,
+              items: { $ref: '#/components/schemas/Completion' },
+              description:
+                'Optional: jobs this worker finished, completed before the acquire in the same request (one store call where the store can), each on its own as in POST /complete; their answers come back in `results`',
+            },
           },
         },
         ok('The leased jobs (none when nothing came within waitMs)', {
@@ -164,6 +190,11 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
           required: ['jobs'],
           properties: {
             jobs: { type: 'array', items: { $ref: '#/components/schemas/AcquiredJob' } },
+            results: {
+              type: 'array',
+              items: { $ref: '#/components/schemas/CompletionResult' },
+              description: 'When `complete` was sent: each of its jobs completed, or why not',
+            },
           },
         }),
       ),
@@ -267,16 +298,7 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
                 type: 'array',
                 minItems: 1,
                 maxItems: 1000,
-                items: {
-                  type: 'object',
-                  required: ['id', 'token'],
-                  additionalProperties: false,
-                  properties: {
-                    id: { type: 'string' },
-                    token: tokenField,
-                    result: { description: 'Any JSON, kept in history' },
-                  },
-                },
+                items: { $ref: '#/components/schemas/Completion' },
               },
             },
           }),
@@ -287,15 +309,7 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
               properties: {
                 results: {
                   type: 'array',
-                  items: {
-                    type: 'object',
-                    required: ['id'],
-                    properties: {
-                      id: { type: 'string' },
-                      outcome: { const: 'completed' },
-                      problem: { $ref: '#/components/schemas/Problem' },
-                    },
-                  },
+                  items: { $ref: '#/components/schemas/CompletionResult' },
                 },
               },
             }),

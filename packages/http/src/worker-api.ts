@@ -61,6 +61,7 @@ import {
 } from './store-access.js';
 import { createTracing, type WorkerApiTracer, type WorkerApiTracing } from './tracing.js';
 import { Waiters } from './waiters.js';
+import { workflowChildren } from './workflow-children.js';
 
 export type { WorkerClientConfig } from './auth.js';
 
@@ -298,6 +299,8 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
     }
   };
   const waiters = new Waiters(store);
+  // Jobs worked here as workflow children: their outcomes reach their parents.
+  const children = workflowChildren(store, logger);
   // The store's clock read locally: lease expiries reported to workers, run durations.
   const clock = new StoreSyncedClock(() => store.now());
   let clockSyncedAt = Number.NEGATIVE_INFINITY;
@@ -359,7 +362,12 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
     body: Record<string, unknown>,
     signal: AbortSignal | null,
   ): Promise<Reply> {
-    knownFields(body, ['types', 'max', 'leaseMs', 'waitMs', 'worker']);
+    knownFields(body, ['types', 'max', 'leaseMs', 'waitMs', 'worker', 'complete']);
+    // Completions of the jobs the worker finished, settled before the acquire (one round trip).
+    const done =
+      body.complete === undefined || body.complete === null
+        ? null
+        : readCompletions(body.complete, '"complete"');
     let types: string[];
     if (body.types === undefined || body.types === null) types = [...client.types];
     else {
@@ -388,17 +396,20 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
     const deadline = performance.now() + waitMs;
     await syncClock();
     let jobs: Job[] = [];
+    let results: CompletionResult[] | null = null;
+    let fused = done !== null && done.length > 0 ? await prepareCompletions(client, done) : null;
+    if (done !== null && fused === null) results = [];
     for (;;) {
       await recoverLapsed();
       const mark = waiters.mark();
-      jobs = await store.acquire({
-        owner,
-        limit: max,
-        leaseMs,
-        types,
-        queues: null,
-        tenants: null,
-      });
+      const request = { owner, limit: max, leaseMs, types, queues: null, tenants: null };
+      if (fused !== null) {
+        // The completions ride on the first acquisition: one store call where the store fuses
+        // them (`completeAndAcquire`), each still fenced by its token.
+        const prepared = fused;
+        fused = null;
+        ({ jobs, results } = await completeThenAcquire(client, prepared, request));
+      } else jobs = await store.acquire(request);
       if (rateLimits.size > 0 && jobs.length > 0) {
         jobs = await admitRateLimited(store, rateLimits, jobs, () => clock.now());
       }
@@ -414,11 +425,23 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
       // The worker went away while we acquired: give its jobs back at once, no attempt counted.
       await store.release(jobs.map(refOf)).catch(() => {});
       waiters.wakeAll();
-      return jsonReply(200, { jobs: [] });
+      return jsonReply(200, { jobs: [], ...(results === null ? {} : { results }) });
     }
     metrics.job('acquired', client.name, jobs.length);
     for (const job of jobs) remember(job);
+    // The jobs of one acquisition share their lease's expiry: its text is made once.
+    let expiresMs = Number.NaN;
+    let expiresText = '';
+    const expiry = (at: Date | null): string => {
+      const ms = at === null ? clock.now() + leaseMs : at.getTime();
+      if (ms !== expiresMs) {
+        expiresMs = ms;
+        expiresText = new Date(ms).toISOString();
+      }
+      return expiresText;
+    };
     return jsonReply(200, {
+      ...(results === null ? {} : { results }),
       jobs: jobs.map((job) => ({
         id: job.id,
         type: job.type,
@@ -426,7 +449,7 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
         attempt: job.attempts,
         retriesLeft: job.retriesLeft,
         token: job.lockToken,
-        leaseExpiresAt: (job.lockExpiresAt ?? new Date(clock.now() + leaseMs)).toISOString(),
+        leaseExpiresAt: expiry(job.lockExpiresAt ?? null),
         scope: job.scope,
         tenantId: job.tenantId,
         queue: job.queue,
@@ -478,6 +501,7 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
     if (now !== null && now.lockToken === token && now.cancelRequested === true) {
       const result = await endCancelled(store, [{ ...refOf(now), durationMs: runMs(now) }]);
       if (!result.lost.includes(job.id)) {
+        await children.cancelled(now);
         metrics.job('cancelled', client.name);
         tracing?.runEnded(job, 'cancelled', clock.now());
         throw new ProblemError(
@@ -494,6 +518,46 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
     return job.startedAt ? Math.max(0, Math.round(clock.now() - job.startedAt.getTime())) : null;
   }
 
+  /** The completion of held `job` with `result`, as the store writes it. */
+  function completionOf(job: Job, result: unknown): JobCompletion {
+    const completion: JobCompletion = refOf(job); // a new object: completed in place
+    completion.resultJson = historyResultJson(result);
+    completion.durationMs = runMs(job);
+    return completion;
+  }
+
+  /**
+   * What completing job `id` held with `token` writes, once checked (held, no cancel request)
+   * and, for a workflow child, its result stored for its parent; throws a problem when it cannot.
+   */
+  async function prepareCompletion(
+    client: AuthorizedClient,
+    id: string,
+    token: string,
+    result: unknown,
+  ): Promise<{ job: Job; completion: JobCompletion }> {
+    const job = await heldJob(client, id, token);
+    if (job.cancelRequested === true) await refusedSettle(client, job, token);
+    // A child's result is stored for its parent before its completion (as an engine does).
+    await children.beforeComplete(job, result);
+    return { job, completion: completionOf(job, result) };
+  }
+
+  /**
+   * After the store answered a completion: refused (`lost`) is a problem, else it is done (its
+   * `completed` metric is the caller's to count).
+   */
+  async function completionLanded(
+    client: AuthorizedClient,
+    job: Job,
+    lost: boolean,
+  ): Promise<void> {
+    if (lost) await refusedSettle(client, job, job.lockToken as string);
+    leased.delete(job.id);
+    await children.ended(job);
+    tracing?.runEnded(job, 'completed', clock.now());
+  }
+
   /** Completes job `id` held with `token`; throws a problem when it cannot. */
   async function completeJob(
     client: AuthorizedClient,
@@ -501,17 +565,132 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
     token: string,
     result: unknown,
   ): Promise<void> {
-    const job = await heldJob(client, id, token);
-    if (job.cancelRequested === true) await refusedSettle(client, job, token);
-    const lost = await completeBatched({
-      ...refOf(job),
-      resultJson: historyResultJson(result),
-      durationMs: runMs(job),
-    });
-    if (lost) await refusedSettle(client, job, token);
-    leased.delete(id);
+    const { job, completion } = await prepareCompletion(client, id, token, result);
+    await completionLanded(client, job, await completeBatched(completion));
     metrics.job('completed', client.name);
-    tracing?.runEnded(job, 'completed', clock.now());
+  }
+
+  /** A refused job's own answer: its problem (anything else is the request's failure). */
+  function refusedAnswer(id: string, error: unknown): CompletionResult {
+    if (error instanceof ProblemError) return { id, problem: error.problem };
+    throw error;
+  }
+
+  /**
+   * The completions an acquire carries, checked; each refused one answered at once. A job this
+   * API leased with the same token, no cancel request known and no parent is checked here and
+   * now, with no read and no await (the store still fences the write by its token); any other
+   * takes `prepareCompletion`'s way.
+   */
+  async function prepareCompletions(
+    client: AuthorizedClient,
+    done: readonly CompletionItem[],
+  ): Promise<PreparedCompletions> {
+    const ready: PreparedCompletion[] = [];
+    const results: (CompletionResult | null)[] = new Array(done.length).fill(null);
+    const slow: Promise<void>[] = [];
+    for (let index = 0; index < done.length; index++) {
+      const { id, token, result } = done[index] as CompletionItem;
+      const known = leased.get(id);
+      if (
+        known !== undefined &&
+        known.lockToken === token &&
+        known.cancelRequested !== true &&
+        !children.isChild(known)
+      ) {
+        if (client.types.has(known.type)) {
+          ready.push({ index, job: known, completion: completionOf(known, result) });
+        } else {
+          try {
+            allowType(client, known.type);
+          } catch (error) {
+            results[index] = refusedAnswer(id, error);
+          }
+        }
+        continue;
+      }
+      slow.push(
+        prepareCompletion(client, id, token, result).then(
+          ({ job, completion }) => {
+            ready.push({ index, job, completion });
+          },
+          (error: unknown) => {
+            results[index] = refusedAnswer(id, error);
+          },
+        ),
+      );
+    }
+    if (slow.length > 0) await Promise.all(slow);
+    return { ready, results };
+  }
+
+  /**
+   * After the store answered prepared completions (`lost`: the refused ones): each answered, in
+   * the order the request named them. A completed job that is no workflow child and was not
+   * refused is settled here without an await.
+   */
+  async function completionsLanded(
+    client: AuthorizedClient,
+    prepared: PreparedCompletions,
+    lost: ReadonlySet<string>,
+  ): Promise<CompletionResult[]> {
+    const { results } = prepared;
+    let completed = 0;
+    const slow: Promise<void>[] = [];
+    for (const { index, job } of prepared.ready) {
+      if (!lost.has(job.id) && !children.isChild(job)) {
+        leased.delete(job.id);
+        tracing?.runEnded(job, 'completed', clock.now());
+        results[index] = { id: job.id, outcome: 'completed' };
+        completed++;
+        continue;
+      }
+      slow.push(
+        completionLanded(client, job, lost.has(job.id)).then(
+          () => {
+            results[index] = { id: job.id, outcome: 'completed' };
+            completed++;
+          },
+          (error: unknown) => {
+            results[index] = refusedAnswer(job.id, error);
+          },
+        ),
+      );
+    }
+    if (slow.length > 0) await Promise.all(slow);
+    metrics.job('completed', client.name, completed);
+    return results as CompletionResult[];
+  }
+
+  /**
+   * Writes prepared completions and acquires: in one store call where the store fuses them
+   * (`completeAndAcquire`), else the completions (batched with other requests') then the acquire.
+   */
+  async function completeThenAcquire(
+    client: AuthorizedClient,
+    prepared: PreparedCompletions,
+    request: Parameters<JobStore['acquire']>[0],
+  ): Promise<{ jobs: Job[]; results: CompletionResult[] }> {
+    let jobs: Job[];
+    let lost: Set<string>;
+    if (prepared.ready.length === 0) {
+      jobs = await store.acquire(request);
+      lost = new Set();
+    } else if (store.completeAndAcquire) {
+      const completions: JobCompletion[] = new Array(prepared.ready.length);
+      for (let i = 0; i < completions.length; i++) {
+        completions[i] = (prepared.ready[i] as PreparedCompletion).completion;
+      }
+      const answer = await store.completeAndAcquire(completions, request);
+      jobs = answer.jobs;
+      lost = new Set(answer.lost);
+      for (const id of answer.cancelRequested ?? []) lost.add(id);
+    } else {
+      const refused = await Promise.all(prepared.ready.map((p) => completeBatched(p.completion)));
+      lost = new Set(prepared.ready.filter((_, i) => refused[i]).map((p) => p.job.id));
+      jobs = await store.acquire(request);
+    }
+    return { jobs, results: await completionsLanded(client, prepared, lost) };
   }
 
   // ---- POST /complete (a batch) ----
@@ -526,34 +705,12 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
     body: Record<string, unknown>,
   ): Promise<Reply> {
     knownFields(body, ['jobs']);
-    const items = body.jobs;
-    if (!Array.isArray(items) || items.length === 0 || items.length > MAX_ACQUIRE) {
-      throw new ProblemError(
-        'bad-request',
-        `"jobs" must list 1 to ${MAX_ACQUIRE} { id, token, result? }`,
-      );
-    }
-    const checked = items.map((item, i) => {
-      if (item === null || typeof item !== 'object' || Array.isArray(item)) {
-        throw new ProblemError('bad-request', `jobs[${i}] must be { id, token, result? }`);
-      }
-      const entry = item as Record<string, unknown>;
-      knownFields(entry, ['id', 'token', 'result']);
-      const id = stringField(entry, 'id', 19);
-      if (!isJobId(id)) throw new ProblemError('bad-request', `jobs[${i}].id is not a job id`);
-      return { id, token: stringField(entry, 'token', 200), result: entry.result };
-    });
-    if (new Set(checked.map((c) => c.id)).size !== checked.length) {
-      throw new ProblemError('bad-request', '"jobs" names a job twice');
-    }
+    const checked = readCompletions(body.jobs, '"jobs"', 1);
     const results = await Promise.all(
       checked.map(({ id, token, result }) =>
         completeJob(client, id, token, result).then(
-          () => ({ id, outcome: 'completed' as const }),
-          (error: unknown) => {
-            if (error instanceof ProblemError) return { id, problem: error.problem };
-            throw error;
-          },
+          (): CompletionResult => ({ id, outcome: 'completed' }),
+          (error: unknown) => refusedAnswer(id, error),
         ),
       ),
     );
@@ -627,6 +784,7 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
         });
         if (lost) return refusedSettle(client, job, token);
         leased.delete(id);
+        if (!willRetry) await children.ended(job);
         metrics.job(willRetry ? 'retried' : 'deadlettered', client.name);
         tracing?.runEnded(job, willRetry ? 'retried' : 'deadletter', clock.now(), error);
         if (willRetry && delayMs === 0) waiters.wakeAll();
@@ -808,6 +966,72 @@ export function createWorkerApi(options: WorkerApiOptions): WorkerApi {
       waiters.close();
     },
   };
+}
+
+const COMPLETION_FIELDS = ['id', 'token', 'result'];
+
+/** One completion a request names: `{ id, token, result? }`. */
+interface CompletionItem {
+  id: string;
+  token: string;
+  result: unknown;
+}
+
+/** A completion's answer: completed, or its own problem. */
+type CompletionResult =
+  | { id: string; outcome: 'completed' }
+  | { id: string; problem: ProblemError['problem'] };
+
+/** A completion checked and ready to write: the `index`th the request named. */
+interface PreparedCompletion {
+  index: number;
+  job: Job;
+  completion: JobCompletion;
+}
+
+/**
+ * Completions checked and ready to write; `results` holds each named one's answer by its
+ * place in the request, the refused ones' already given.
+ */
+interface PreparedCompletions {
+  ready: PreparedCompletion[];
+  results: (CompletionResult | null)[];
+}
+
+/**
+ * The `{ id, token, result? }` entries of a list of completions (`field` names it in errors):
+ * `min` to MAX_ACQUIRE of them, each job once.
+ */
+function readCompletions(items: unknown, field: string, min = 0): CompletionItem[] {
+  if (!Array.isArray(items) || items.length < min || items.length > MAX_ACQUIRE) {
+    throw new ProblemError(
+      'bad-request',
+      `${field} must list ${min} to ${MAX_ACQUIRE} { id, token, result? }`,
+    );
+  }
+  const name = field.replace(/"/g, '');
+  const ids = new Set<string>();
+  const checked: CompletionItem[] = new Array(items.length);
+  for (let i = 0; i < items.length; i++) {
+    const item: unknown = items[i];
+    if (item === null || typeof item !== 'object' || Array.isArray(item)) {
+      throw new ProblemError('bad-request', `${name}[${i}] must be { id, token, result? }`);
+    }
+    const entry = item as Record<string, unknown>;
+    for (const key in entry) {
+      if (key !== 'id' && key !== 'token' && key !== 'result') {
+        knownFields(entry, COMPLETION_FIELDS);
+      }
+    }
+    const id = stringField(entry, 'id', 19);
+    if (!isJobId(id)) throw new ProblemError('bad-request', `${name}[${i}].id is not a job id`);
+    ids.add(id);
+    checked[i] = { id, token: stringField(entry, 'token', 200), result: entry.result };
+  }
+  if (ids.size !== checked.length) {
+    throw new ProblemError('bad-request', `${field} names a job twice`);
+  }
+  return checked;
 }
 
 /** The operation a request path names, if any; for a job's action, its id as in the path. */

@@ -53,7 +53,7 @@ export function sqliteStore(): { file: string; factory: StoreFactory } {
 /** Whether PostgreSQL answers at `PG_URL` (see the file's header for when it does not). */
 export function postgresReachable(): Promise<boolean> {
   return reachable('PostgreSQL', PG_URL, async () => {
-    const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 2_000 });
+    const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 10_000 });
     await client.connect();
     await client.end();
   });
@@ -69,7 +69,7 @@ export async function postgresQuery(sql: string): Promise<void> {
 /** Whether MariaDB/MySQL answers at `MYSQL_URL` (see the file's header for when it does not). */
 export function mysqlReachable(): Promise<boolean> {
   return reachable('MySQL/MariaDB', MYSQL_URL, async () => {
-    const connection = await mysql.createConnection({ uri: MYSQL_URL, connectTimeout: 2_000 });
+    const connection = await mysql.createConnection({ uri: MYSQL_URL, connectTimeout: 10_000 });
     await connection.end();
   });
 }

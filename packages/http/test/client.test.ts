@@ -48,6 +48,32 @@ describe('createWorkerClient', () => {
     for (const job of jobs) expect(await store.getJob(job.id)).toBeNull();
   });
 
+  it('completeAndAcquire() completes the held jobs and acquires the next in one request', async () => {
+    const requests: string[] = [];
+    const counting: typeof fetch = (input, init) => {
+      requests.push(new URL(String(input)).pathname);
+      return fetch(input, init);
+    };
+    const client = createWorkerClient({ url: served.url, token, fetch: counting });
+    const jobs = await engine.enqueueMany(
+      [1, 2, 3].map((n) => ({ type: 'together', payload: { n } })),
+    );
+    const first = await client.completeAndAcquire([], { types: ['together'], max: 2 });
+    expect(first.results).toEqual([]);
+    expect(first.jobs).toHaveLength(2);
+    const second = await client.completeAndAcquire(
+      first.jobs.map((job) => ({ ...job, result: { ok: true } })),
+      { types: ['together'], max: 2 },
+    );
+    expect(second.results).toEqual(first.jobs.map((job) => ({ id: job.id, outcome: 'completed' })));
+    expect(second.jobs).toHaveLength(1);
+    const last = await client.completeAndAcquire(second.jobs, { types: ['together'] });
+    expect(last.results.map((r) => r.outcome)).toEqual(['completed']);
+    expect(last.jobs).toEqual([]);
+    for (const job of jobs) expect(await store.getJob(job.id)).toBeNull();
+    expect(requests).toEqual(['/acquire', '/acquire', '/acquire']);
+  });
+
   it('work() completes jobs that finish together in one POST /complete; fails go one by one', async () => {
     const requests: string[] = [];
     const counting: typeof fetch = (input, init) => {

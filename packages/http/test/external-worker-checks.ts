@@ -5,7 +5,14 @@
  * of their own, so they never see each other's jobs. Leases are short (200 ms) and waits end on
  * events (a long-poll that returns a job), never on sleeps.
  */
-import { JobAdmin, JobEngine, type JobStore } from '@jobs/core';
+import {
+  ChildJobError,
+  type Job,
+  JobAdmin,
+  type JobContext,
+  JobEngine,
+  type JobStore,
+} from '@jobs/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   newToken,
@@ -29,6 +36,7 @@ export function runExternalWorkerChecks(name: string, createStore: StoreFactory)
     // One type per test, each client allowed the types of its test.
     const types = {
       owner: newType('owner'),
+      fused: newType('fused'),
       stale: newType('stale'),
       lapse: newType('lapse'),
       cancel: newType('cancel'),
@@ -39,6 +47,8 @@ export function runExternalWorkerChecks(name: string, createStore: StoreFactory)
       wake: newType('wake'),
       history: newType('history'),
       rate: newType('rate'),
+      parent: newType('parent'),
+      child: newType('child'),
     };
     const worker = newToken();
     const otherWorker = newToken();
@@ -123,6 +133,114 @@ export function runExternalWorkerChecks(name: string, createStore: StoreFactory)
       });
       expect(other.body.results[0].problem.status).toBe(403);
       expect((await act(b.id, 'complete', worker, { token: b.token })).status).toBe(200);
+    });
+
+    it('an acquire carrying completions settles each on its own, then acquires: a stale token in it changes only its answer', async () => {
+      const jobs = [];
+      for (let n = 0; n < 4; n++) jobs.push(await engine.enqueue(types.owner, { n }));
+      const held = (await acquire(worker, { types: [types.owner], max: 2, leaseMs: 5_000 })).body
+        .jobs;
+      expect(held).toHaveLength(2);
+      const [a, b] = held;
+      const next = await acquire(worker, {
+        types: [types.owner],
+        max: 2,
+        leaseMs: 5_000,
+        complete: [
+          { id: a.id, token: a.token, result: { n: 1 } },
+          { id: b.id, token: 'not-its-token' },
+        ],
+      });
+      expect(next.status).toBe(200);
+      expect(next.body.results).toEqual([
+        { id: a.id, outcome: 'completed' },
+        {
+          id: b.id,
+          problem: expect.objectContaining({ type: 'urn:jobs:http:lease-lost', status: 409 }),
+        },
+      ]);
+      expect(await store.getJob(a.id)).toBeNull();
+      expect((await store.getJob(b.id))?.lockToken).toBe(b.token);
+      const rest = next.body.jobs;
+      expect(rest.map((j: { id: string }) => j.id).sort()).toEqual(
+        jobs
+          .slice(2)
+          .map((j) => j.id)
+          .sort(),
+      );
+      // Only the jobs it names are completed; none acquired is, and a job twice is a 400.
+      expect(
+        (
+          await acquire(worker, {
+            types: [types.owner],
+            complete: [
+              { id: b.id, token: b.token },
+              { id: b.id, token: b.token },
+            ],
+          })
+        ).status,
+      ).toBe(400);
+      const last = await acquire(worker, {
+        types: [types.owner],
+        complete: [b, ...rest].map((j: { id: string; token: string }) => ({
+          id: j.id,
+          token: j.token,
+        })),
+      });
+      expect(last.body.results.map((r: { outcome?: string }) => r.outcome)).toEqual([
+        'completed',
+        'completed',
+        'completed',
+      ]);
+      expect(last.body.jobs).toEqual([]);
+      for (const job of jobs) expect(await store.getJob(job.id)).toBeNull();
+      // Without `complete`, the answer has no `results`: old clients see what they saw.
+      expect((await acquire(worker, { types: [types.owner] })).body).toEqual({ jobs: [] });
+    });
+
+    it('an acquire carrying completions refuses, each on its own, a job of a type the client may not work and a job whose cancel came after it was acquired', async () => {
+      const jobs = [];
+      for (let n = 0; n < 3; n++) jobs.push(await engine.enqueue(types.fused, { n }));
+      const held = (await acquire(worker, { types: [types.fused], max: 3, leaseMs: 5_000 })).body
+        .jobs;
+      expect(held).toHaveLength(3);
+      const [a, b, c] = held;
+      // Another client may not end this client's job, even with its token.
+      const foreign = await acquire(otherWorker, {
+        types: [types.other],
+        complete: [{ id: a.id, token: a.token }],
+      });
+      expect(foreign.status).toBe(200);
+      expect(foreign.body.results).toEqual([
+        {
+          id: a.id,
+          problem: expect.objectContaining({ type: 'urn:jobs:http:forbidden', status: 403 }),
+        },
+      ]);
+      expect(foreign.body.jobs).toEqual([]);
+      expect((await store.getJob(a.id))?.lockToken).toBe(a.token);
+      // A cancel requested while the worker held the job wins over its completion.
+      const cancellable = store.cancellation !== undefined;
+      if (cancellable) expect(await admin.cancel(b.id)).toBe('requested');
+      const next = await acquire(worker, {
+        types: [types.fused],
+        complete: held.map((j: { id: string; token: string }) => ({ id: j.id, token: j.token })),
+      });
+      expect(next.status).toBe(200);
+      expect(next.body.results).toEqual([
+        { id: a.id, outcome: 'completed' },
+        cancellable
+          ? {
+              id: b.id,
+              problem: expect.objectContaining({ type: 'urn:jobs:http:cancelled', status: 409 }),
+            }
+          : { id: b.id, outcome: 'completed' },
+        { id: c.id, outcome: 'completed' },
+      ]);
+      expect(next.body.jobs).toEqual([]);
+      for (const job of jobs) expect(await store.getJob(job.id)).toBeNull();
+      // Their tokens end nothing now.
+      expect((await act(c.id, 'complete', worker, { token: c.token })).status).toBe(409);
     });
 
     it('a stale or foreign token is refused with 409 and changes nothing', async () => {
@@ -377,6 +495,107 @@ export function runExternalWorkerChecks(name: string, createStore: StoreFactory)
         });
       } finally {
         await slow.close();
+      }
+    });
+
+    it('a job worked over HTTP as a workflow child resumes its parent: its result, a ChildJobError when it fails for good, a cancel of the parent seen on extend', async (ctx) => {
+      if (!store.steps || !store.waits) {
+        ctx.skip(); // the store has no `steps` and `waits`: no workflow children
+        return;
+      }
+      // The parent's engine keeps no completed jobs in history, so a child's result can reach
+      // the parent only through the outcome sent with its completion; the parent looks at its
+      // children on its own only after a minute, so only the settle's wake-up resumes it in time.
+      const outcomes: unknown[] = [];
+      const parents = new JobEngine({
+        store,
+        history: { keep: 'failed' },
+        childRecheckMs: 60_000,
+        logger: { debug() {}, info() {}, warn() {}, error() {} },
+        handlers: {
+          [types.parent]: async (job: Job<{ retries: number }>, run: JobContext) => {
+            try {
+              outcomes.push(
+                await run.run('remote', types.child, { n: 21 }, { retries: job.payload.retries }),
+              );
+            } catch (error) {
+              // Anything else (the park that waits for the child) is the engine's to handle.
+              if (!(error instanceof ChildJobError)) throw error;
+              outcomes.push(`ChildJobError ${error.outcome}`);
+            }
+          },
+        },
+      });
+      const ended = (id: string) =>
+        new Promise<string>((resolve) => {
+          for (const event of ['completed', 'deadlettered', 'cancelled'] as const) {
+            parents.on(event, ({ job }) => {
+              if (job.id === id) resolve(event);
+            });
+          }
+        });
+      const remoteChild = async () => {
+        const answer = await acquire(worker, {
+          types: [types.child],
+          leaseMs: 5_000,
+          waitMs: 10_000,
+        });
+        expect(answer.body.jobs).toHaveLength(1);
+        return answer.body.jobs[0];
+      };
+      parents.start();
+      try {
+        // Completed over HTTP: the parent resumes with the child's result.
+        const first = await parents.enqueue(types.parent, { retries: 0 });
+        const firstEnded = ended(first.id);
+        const child = await remoteChild();
+        expect(child.payload).toEqual({ n: 21 });
+        const done = await act(child.id, 'complete', worker, {
+          token: child.token,
+          result: { doubled: 42 },
+        });
+        expect(done.status).toBe(200);
+        expect(await firstEnded).toBe('completed');
+        expect(outcomes).toEqual([{ doubled: 42 }]);
+
+        // Failed for good over HTTP: ctx.run throws ChildJobError in the parent.
+        const second = await parents.enqueue(types.parent, { retries: 0 });
+        const secondEnded = ended(second.id);
+        const failing = await remoteChild();
+        const failed = await act(failing.id, 'fail', worker, {
+          token: failing.token,
+          error: 'script exited 2',
+        });
+        expect(failed.body.outcome).toBe('deadletter');
+        expect(await secondEnded).toBe('completed');
+        expect(outcomes).toEqual([{ doubled: 42 }, 'ChildJobError deadletter']);
+
+        // A cancel of the parent reaches the remote worker on its next extend.
+        if (store.cancellation) {
+          const third = await parents.enqueue(types.parent, { retries: 0 });
+          const running = await remoteChild();
+          // The parent parks for its child (state timer) once the child is enqueued.
+          for (;;) {
+            if ((await store.getJob(third.id))?.state === 'timer') break;
+            await new Promise((resolve) => setImmediate(resolve));
+          }
+          expect(await admin.cancel(third.id)).toBe('cancelled');
+          const told = await act(running.id, 'extend', worker, { token: running.token });
+          expect(told.status).toBe(200);
+          expect(told.body.cancelRequested).toBe(true);
+          const refused = await act(running.id, 'complete', worker, {
+            token: running.token,
+            result: 1,
+          });
+          expect(refused.body.type).toBe('urn:jobs:http:cancelled');
+          expect(await store.getJob(running.id)).toBeNull();
+          expect(await store.getJob(third.id)).toBeNull();
+          expect(outcomes).toHaveLength(2);
+        }
+      } finally {
+        await parents.stop();
+        // Back to what the other tests of this store expect.
+        store.history?.configure({ keep: 'all', retentionMs: 7 * 86_400_000 });
       }
     });
 

@@ -1,46 +1,36 @@
-import { createHash } from 'node:crypto';
 import {
   assertIdentifier,
   type ConnectionReservation,
-  type EnqueueOptions,
   type EnqueueResult,
   JobsError,
-  type NewJob,
   StoreError,
 } from '@jobs/core';
 import {
   checkStoreOptions,
+  copiedConnectionSettings,
   DEFAULT_POOL_SIZE,
+  DEFAULT_WAKE_WAIT_MS,
   driverErrno,
   type LockRetries,
   type LockRetryEvent,
   type LockRetryStats,
   MysqlServerCheck,
   mysqlDialect,
+  mysqlWakeWaits,
   NETWORK_TIMEOUT_OPTIONS,
   type NetworkTimeoutOptions,
   NotifyingSqlJobStore,
   PoolSizing,
   resolveConnectionTimeouts,
   type ServerVersion,
+  WAITING_POLL_MS,
+  type WaiterRing,
   type WakeSignalWatcher,
+  WakeWaiter,
 } from '@jobs/core/sql';
 import type { Pool, PoolOptions } from 'mysql2/promise';
 import mysql from 'mysql2/promise';
 import { MysqlExecutor } from './mysql-executor.js';
-import { ringWaiters, WakeWaiter, waitConnection, waiterPrefix } from './wake-waiter.js';
-
-/** How long an idle store waits on the server between reads of the wake signal. */
-const DEFAULT_WAIT_MS = 4_000;
-/**
- * Engines' default `pollIntervalMs` on a store that waits (`capabilities.pollIntervalMs`): the
- * waits already read whether a job is due every `notifyWaitMs`, so the engine's own poll is a
- * fallback of a fallback.
- */
-const WAITING_POLL_MS = 30_000;
-/** Waiters one enqueue wakes: at least this many, one more per 16 jobs, at most `MAX_RUNG`. */
-const MIN_RUNG = 2;
-const MAX_RUNG = 8;
 
 /**
  * The store's options; `connectTimeoutMs`, `queryTimeoutMs` and `keepAliveDelayMs` bound its
@@ -100,12 +90,6 @@ const OPTION_KEYS = [
   ...NETWORK_TIMEOUT_OPTIONS,
 ];
 /**
- * Settings mysql2 derives from the others when it opens a pool: given again, they are
- * rejected with a warning, so a caller's pool's settings are copied without them.
- */
-const DERIVED_CONNECTION_SETTINGS = ['maxPacketSize', 'clientFlags', 'pool', 'isServer'];
-
-/**
  * The settings of a mysql2 promise pool's core pool, which reads `connectionLimit` whenever it
  * needs a connection; null for a pool that does not keep them where mysql2 3.x does.
  */
@@ -143,11 +127,9 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
    * of the jobs' primary key every `notifyIntervalMs` while anyone listens.
    */
   protected readonly notifier: WakeWaiter | WakeSignalWatcher;
-  /** Wake-ups being sent after enqueues (awaited by `close()`). */
-  private readonly ringing = new Set<Promise<unknown>>();
+  /** Ends a few waits after an enqueue of the store's own commit (null: polling). */
+  private readonly ring: WaiterRing | null;
   private readonly server: MysqlServerCheck;
-  /** Tables named without their database: only waiters on this connection's database. */
-  private readonly sameDatabaseWaiters: boolean;
   private readonly poolSizing: PoolSizing;
 
   constructor(options: MysqlJobStoreOptions) {
@@ -187,11 +169,10 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
     // settings when it is yours.
     const ownSettings = (): PoolOptions => {
       if (options.pool === undefined) return ownPool;
-      const settings: Record<string, unknown> = {
-        ...(options.pool as unknown as { pool: { config: { connectionConfig: object } } }).pool
-          .config.connectionConfig,
-      };
-      for (const key of DERIVED_CONNECTION_SETTINGS) delete settings[key];
+      const settings = copiedConnectionSettings(
+        (options.pool as unknown as { pool: { config: { connectionConfig: object } } }).pool.config
+          .connectionConfig,
+      );
       return { ...(settings as PoolOptions), ...network };
     };
     const heartbeatPool = (): Pool => mysql.createPool({ ...ownSettings(), connectionLimit: 1 });
@@ -211,20 +192,22 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
         ...(options.notifyIntervalMs === undefined ? { pollIntervalMs: WAITING_POLL_MS } : {}),
       },
     });
-    this.notifier =
-      options.notifyIntervalMs === undefined
-        ? new WakeWaiter(
-            waiterPrefix(dialect.table('jobs'), (text) =>
-              createHash('sha1').update(text).digest('hex'),
-            ),
-            () => waitConnection(ownSettings(), timeouts),
-            `EXISTS(SELECT 1 FROM ${dialect.table('jobs')} FORCE INDEX (ix_jobs_due) WHERE waiting = 1 AND due_at <= UTC_TIMESTAMP(3))`,
-            options.notifyWaitMs ?? DEFAULT_WAIT_MS,
-            timeouts.queryTimeoutMs,
-            driverErrno,
-          )
-        : this.watchWakeSignal(options.notifyIntervalMs);
-    this.sameDatabaseWaiters = database === null;
+    if (options.notifyIntervalMs === undefined) {
+      const waits = mysqlWakeWaits({
+        jobsTable: dialect.table('jobs'),
+        connect: () => mysql.createConnection({ ...ownSettings(), dateStrings: true }),
+        waitMs: options.notifyWaitMs ?? DEFAULT_WAKE_WAIT_MS,
+        timeouts,
+        sameDatabase: database === null,
+        run: (ring) => this.run('enqueue', ring, { transaction: false }),
+        errno: driverErrno,
+      });
+      this.notifier = waits.waiter;
+      this.ring = waits.ring;
+    } else {
+      this.notifier = this.watchWakeSignal(options.notifyIntervalMs);
+      this.ring = null;
+    }
     this.tables = {
       jobs: dialect.table('jobs'),
       schedules: dialect.table('schedules'),
@@ -296,36 +279,17 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
   }
 
   /**
-   * Inserts jobs (see `SqlJobStore.enqueue`); after a commit of its own (no `tx`), ends the
-   * waits of a few idle stores on these tables so they acquire at once — a number that grows
-   * with the batch, not with the nodes waiting. Jobs enqueued in your transaction are seen
-   * when the waits end (`notifyWaitMs`) or by the engines' own poll.
+   * After an enqueue's own commit (no `tx`): ends the waits of a few idle stores on these
+   * tables so they acquire at once — a number that grows with the batch, not with the nodes
+   * waiting. Jobs enqueued in your transaction are seen when the waits end (`notifyWaitMs`)
+   * or by the engines' own poll.
    */
-  override async enqueue(
-    jobs: readonly NewJob[],
-    options?: EnqueueOptions,
-  ): Promise<EnqueueResult[]> {
-    const results = await super.enqueue(jobs, options);
-    if (
-      this.notifier instanceof WakeWaiter &&
-      (options?.tx === undefined || options.tx === null) &&
-      jobs.length > 0 &&
-      !this.closed
-    ) {
-      const limit = Math.min(MAX_RUNG, Math.max(MIN_RUNG, Math.ceil(jobs.length / 16)));
-      const prefix = this.notifier.prefix;
-      const ring = this.run('enqueue', () => ringWaiters(prefix, limit, this.sameDatabaseWaiters), {
-        transaction: false,
-      })
-        .catch(() => 0)
-        .finally(() => this.ringing.delete(ring));
-      this.ringing.add(ring);
-    }
-    return results;
+  protected override enqueueCommitted(results: readonly EnqueueResult[]): void {
+    if (!this.closed) this.ring?.ring(results.length);
   }
 
   override async close(): Promise<void> {
-    await Promise.all([...this.ringing]);
+    await this.ring?.drained();
     await super.close();
   }
 

@@ -104,6 +104,15 @@ export function runMysqlConformance({ name, deleteReturning, skip }: Conformance
           return Number(rows[0]?.n ?? 0);
         },
       },
+      // Bulk enqueue from SQL: the store's `<prefix>enqueue_many` procedure.
+      sqlEnqueueMany: async (store, { type, payloads, options }) => {
+        if (!txPool) throw new Error('no pool');
+        await txPool.query(`CALL \`${prefixes.get(store)}enqueue_many\`(?, ?, ?)`, [
+          type,
+          payloads,
+          options,
+        ]);
+      },
       // Enqueue from SQL: the store's `<prefix>enqueue` procedure, on a pooled connection or the
       // caller's; its one row holds the id.
       sqlEnqueue: async (store, { type, payload, options }, tx) => {

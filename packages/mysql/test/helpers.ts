@@ -12,7 +12,7 @@ export const MYSQL_URL = process.env.JOBS_MYSQL_URL ?? 'mysql://root@127.0.0.1:3
 /** True when the server answers. Under CI=true an unreachable server fails the run. */
 export async function mysqlReachable(): Promise<boolean> {
   try {
-    const connection = await mysql.createConnection({ uri: MYSQL_URL, connectTimeout: 2_000 });
+    const connection = await mysql.createConnection({ uri: MYSQL_URL, connectTimeout: 10_000 });
     await connection.end();
     return true;
   } catch (error) {

@@ -6,12 +6,11 @@
  * primary key says nothing — is found by the read before the next wait; a due job nobody
  * takes wakes the subscribers once per wait, not in a loop.
  */
-import { createHash } from 'node:crypto';
 import { makeNewJob } from '@jobs/conformance';
+import { waiterPrefix } from '@jobs/core/sql';
 import mysql from 'mysql2/promise';
 import { describe, expect, it } from 'vitest';
 import type { MysqlJobStore } from '../src/index.js';
-import { waiterPrefix } from '../src/wake-waiter.js';
 import { MYSQL_URL, reachable, TestDatabase } from './helpers.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -35,9 +34,7 @@ async function until(done: () => boolean, attempts = 250): Promise<boolean> {
 async function sleepers(store: MysqlJobStore, db: string): Promise<number> {
   const connection = await mysql.createConnection({ uri: MYSQL_URL });
   try {
-    const prefix = waiterPrefix(store.tables.jobs, (text) =>
-      createHash('sha1').update(text).digest('hex'),
-    );
+    const prefix = waiterPrefix(store.tables.jobs);
     const [rows] = await connection.query(
       `SELECT count(*) AS n FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND DB = ?`,
       [`SELECT SLEEP(% AS \`${prefix}%`, db],
@@ -84,9 +81,10 @@ describe.skipIf(!reachable)('MySQL wake-ups by waiting on the server', () => {
       }
       expect(await sleepers(writer, db.name)).toBe(waiters.length);
       await writer.enqueue([makeNewJob({ type: 'work' })]);
-      expect(await until(() => counters.some((c) => c.count > 0))).toBe(true);
+      // Two of the six wake (MIN_RUNG), each at its own KILL QUERY (the second may come late on
+      // a loaded machine); after a while more, the other four still wait.
+      expect(await until(() => counters.filter((c) => c.count > 0).length >= 2)).toBe(true);
       await sleep(300);
-      // Two of the six woke (MIN_RUNG); the other four still wait.
       expect(counters.filter((c) => c.count > 0)).toHaveLength(2);
       expect(await sleepers(writer, db.name)).toBe(waiters.length);
     } finally {

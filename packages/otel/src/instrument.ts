@@ -8,9 +8,11 @@ import {
   checkMeta,
   type EngineHooks,
   type EnqueueDraft,
+  isParked,
   type Job,
   type JobEngine,
   JobsError,
+  type WaitCall,
 } from '@jobs/core';
 import {
   type Attributes,
@@ -43,6 +45,10 @@ import {
   ATTR_STEP_NAME,
   ATTR_STEP_REPLAYED,
   ATTR_STEP_TRANSACTION,
+  ATTR_WAIT_CHILD_TYPE,
+  ATTR_WAIT_KIND,
+  ATTR_WAIT_PARKED,
+  ATTR_WAIT_SIGNAL,
   MESSAGING_SYSTEM,
   type RunOutcome,
 } from './semconv.js';
@@ -102,8 +108,12 @@ interface OpenRun {
  * when the outcome is known, with `jobs.job.outcome` and the error of a failed run;
  * `step <name>` (internal) per `ctx.step` call, a child of the run span, active while the
  * step's function runs, with `jobs.step.name`, `jobs.step.transaction`, `jobs.step.replayed`
- * (a step an earlier run completed: a short span, its function not run) and the error it threw.
- * Metrics: `jobs.started`, `jobs.completed`, `jobs.failed` (counters by type and queue),
+ * (a step an earlier run completed: a short span, its function not run) and the error it threw;
+ * `sleep <name>`, `waitFor <name>` and `run <name>` (internal) per `ctx.sleep`, `ctx.waitFor`
+ * and `ctx.run` call, children of the run span like steps, with `jobs.wait.kind`,
+ * `jobs.step.name`, `jobs.step.replayed` (an earlier run's checkpoint answered it),
+ * `jobs.wait.signal` or `jobs.wait.child_type`, and `jobs.wait.parked` — true when the call
+ * parked the job (the span ends with the run, status unset: not an error). Metrics: `jobs.started`, `jobs.completed`, `jobs.failed` (counters by type and queue),
  * `jobs.run.duration` (histogram, s), `jobs.queue.depth` and `jobs.queue.oldest_due.age`
  * (gauges per queue, read from `store.views.queueStats()`).
  *
@@ -152,6 +162,7 @@ export function instrument(
       );
     },
     step: (job, step, next) => traceStep(tracer, runs.get(job)?.span, job, step, next),
+    wait: (job, wait, next) => traceWait(tracer, runs.get(job)?.span, job, wait, next),
   });
 
   const end = (
@@ -291,6 +302,19 @@ function addHeaders(meta: Record<string, string>, headers: Record<string, string
 type StepCall = Parameters<NonNullable<EngineHooks['step']>>[1];
 
 /**
+ * The parent of a step's or wait's span: the active span when it belongs to the run's trace (the
+ * run span, or a span the handler opened around the call), else the run span.
+ */
+function stepParent(runSpan: Span | undefined): Context {
+  const parent = context.active();
+  const active = trace.getSpanContext(parent);
+  const run = runSpan?.spanContext();
+  return runSpan && run && active?.traceId !== run.traceId
+    ? trace.setSpan(parent, runSpan)
+    : parent;
+}
+
+/**
  * The span of one `ctx.step` call, active while its function runs so the function's own spans
  * are its children. Its parent is the active span when that belongs to the run's trace (the run
  * span, or a span the handler opened around the step), else the run span.
@@ -302,10 +326,7 @@ function traceStep(
   step: StepCall,
   next: () => Promise<unknown>,
 ): Promise<unknown> {
-  let parent = context.active();
-  const active = trace.getSpanContext(parent);
-  const run = runSpan?.spanContext();
-  if (runSpan && run && active?.traceId !== run.traceId) parent = trace.setSpan(parent, runSpan);
+  const parent = stepParent(runSpan);
   const span = tracer.startSpan(
     `step ${step.name}`,
     {
@@ -327,6 +348,49 @@ function traceStep(
       return value;
     },
     (error: unknown) => endFailed(span, error),
+  );
+}
+
+/**
+ * The span of one `ctx.sleep`, `ctx.waitFor` or `ctx.run` call, parented as a step's is. It
+ * ends when the call returns in this run, or when it parks the job (`jobs.wait.parked`, not an
+ * error: the run ends there and the job waits in the store), or fails.
+ */
+function traceWait(
+  tracer: Tracer,
+  runSpan: Span | undefined,
+  job: Job,
+  wait: WaitCall,
+  next: () => Promise<unknown>,
+): Promise<unknown> {
+  const parent = stepParent(runSpan);
+  const attributes: Attributes = {
+    [ATTR_JOB_ID]: job.id,
+    [ATTR_JOB_TYPE]: job.type,
+    [ATTR_JOB_ATTEMPT]: job.attempts,
+    [ATTR_WAIT_KIND]: wait.kind,
+    [ATTR_STEP_NAME]: wait.name,
+    [ATTR_STEP_REPLAYED]: wait.replayed,
+  };
+  if (wait.signal !== undefined) attributes[ATTR_WAIT_SIGNAL] = wait.signal;
+  if (wait.childType !== undefined) attributes[ATTR_WAIT_CHILD_TYPE] = wait.childType;
+  const span = tracer.startSpan(
+    `${wait.kind} ${wait.name}`,
+    { kind: SpanKind.INTERNAL, attributes },
+    parent,
+  );
+  return context.with(trace.setSpan(parent, span), next).then(
+    (value) => {
+      span.setAttribute(ATTR_WAIT_PARKED, false);
+      span.end();
+      return value;
+    },
+    (error: unknown) => {
+      if (!isParked(error)) return endFailed(span, error);
+      span.setAttribute(ATTR_WAIT_PARKED, true);
+      span.end();
+      throw error;
+    },
   );
 }
 

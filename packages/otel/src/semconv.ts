@@ -17,6 +17,14 @@ export const ATTR_JOB_STATE = 'jobs.job.state';
 export const ATTR_STEP_NAME = 'jobs.step.name';
 export const ATTR_STEP_TRANSACTION = 'jobs.step.transaction';
 export const ATTR_STEP_REPLAYED = 'jobs.step.replayed';
+/** `ctx.sleep`, `ctx.waitFor` or `ctx.run`: which call a wait span is. */
+export const ATTR_WAIT_KIND = 'jobs.wait.kind';
+/** The call parked the job: the run ended there and the job waits in the store. */
+export const ATTR_WAIT_PARKED = 'jobs.wait.parked';
+/** `ctx.waitFor`: the signal's name. */
+export const ATTR_WAIT_SIGNAL = 'jobs.wait.signal';
+/** `ctx.run`: the child job's type. */
+export const ATTR_WAIT_CHILD_TYPE = 'jobs.wait.child_type';
 
 /** `messaging.system` of every span and metric. */
 export const MESSAGING_SYSTEM = 'jobs';

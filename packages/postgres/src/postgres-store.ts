@@ -25,12 +25,7 @@ import {
 import pg, { type Client, type ClientConfig, type Pool } from 'pg';
 import { notificationListener } from './listener.js';
 import { connectionSettings, PgExecutor, type Pooler } from './pg-executor.js';
-import {
-  CoalescedWakes,
-  IN_TRANSACTION_WAKE_TARGETS,
-  WakeTargets,
-  wakeTargetsFor,
-} from './wake-targets.js';
+import { acquisitionFilter, CoalescedWakes, WakeTargets } from './wake-targets.js';
 
 /** How long a test notification may take to come back before the listener is called deaf. */
 const PROBE_MS = 3_000;
@@ -84,12 +79,16 @@ export interface PostgresJobStoreOptions extends NetworkTimeoutOptions {
   /** Where the store's warnings go (a listener that hears nothing…). Default `console.warn`. */
   onWarning?: (message: string) => void;
   /**
-   * Whom an enqueue wakes. `'broadcast'` (default): every listening node. `'targeted'`: a few
-   * idle nodes — as many as jobs were enqueued, at most 8 (2 for an enqueue inside your
-   * transaction) — or, when none is idle, every node; an idle node is one whose last
-   * acquisition came back short. Choose `'targeted'` only when every node on the store's tables
-   * runs the same handlers, queues and tenants, and give it to all of them: in a mixed pool a
-   * woken node may not run the job, which then waits for a node's poll (`pollIntervalMs`).
+   * Whom an enqueue wakes. `'targeted'` (default): for each (type, queue, tenant) of the jobs, a
+   * few idle nodes that run such jobs — as many as jobs, at most 8 — or, when no idle node runs
+   * them, every node; an idle node is one whose last acquisition came back short, and it names
+   * what it acquires (handler types, queues, tenants) in a 128-bit Bloom filter, so mixed pools
+   * are safe. A filter's false positive (rare: see `docs/deployment.md`) wakes a node that
+   * cannot run the job, which then starts at the latest on the next poll (`pollIntervalMs`) of
+   * a node that runs it. An enqueue inside your transaction, and jobs given back or recovered,
+   * wake every node (the NOTIFY in the transaction does not know the jobs); so does a wake-up
+   * for more than 16 distinct (type, queue, tenant). `'broadcast'`: every enqueue wakes every
+   * listening node.
    */
   wakeUps?: WakeUps;
 }
@@ -113,8 +112,9 @@ function poolOptions(pool: Pool): { max: number } {
 
 /**
  * A `JobStore` on PostgreSQL (10+) through `pg`: batch acquisition with `FOR UPDATE SKIP LOCKED`,
- * fencing tokens, leases on the database clock, wake-ups by LISTEN/NOTIFY sent inside the
- * enqueuing transaction, and enqueue inside your own transaction. The SQL is
+ * fencing tokens, leases on the database clock, wake-ups by LISTEN/NOTIFY (to a few idle nodes
+ * that run the jobs, after commit; see `wake-targets.ts`), and enqueue inside your own
+ * transaction. The SQL is
  * `@jobs/core/sql`'s PostgreSQL dialect; this package adds the pools, prepared statements and
  * the listening connection. Tables: `<schema>.jobs`, `<schema>.schedules`,
  * `<schema>.jobs_migrations`.
@@ -153,12 +153,12 @@ export class PostgresJobStore extends NotifyingSqlJobStore {
   private readonly wakes: CoalescedWakes;
   /** The context of enqueues outside the caller's transaction: no NOTIFY in them. */
   private readonly quietContext: SqlEnv;
-  /** The last acquisition came back short: the engines here have room. */
-  private room = false;
+  /** Each distinct acquisition request here, and whether its last acquisition came back short. */
+  private readonly requests = new Map<string, { request: AcquireRequest; room: boolean }>();
   /** Subscribers now (engines, `engine.result` waits). */
   private subscribers = 0;
-  /** What the listening connection's name says (see `wake-targets.ts`). */
-  private named = false;
+  /** The filter the listening connection's name carries, null while busy (`wake-targets.ts`). */
+  private named: string | null = null;
 
   constructor(options: PostgresJobStoreOptions) {
     checkStoreOptions(options, '@jobs/postgres', [...OPTION_KEYS, ...NETWORK_TIMEOUT_OPTIONS], {
@@ -202,7 +202,7 @@ export class PostgresJobStore extends NotifyingSqlJobStore {
       ...(pool as unknown as { options: ClientConfig }).options,
       ...settings,
     };
-    const wakeUps = options.wakeUps ?? 'broadcast';
+    const wakeUps = options.wakeUps ?? 'targeted';
     if (wakeUps !== 'targeted' && wakeUps !== 'broadcast') {
       throw new ValidationError(
         'wakeUps',
@@ -223,18 +223,16 @@ export class PostgresJobStore extends NotifyingSqlJobStore {
         // Completions beside acquisitions, on another pooled connection (not one fused call).
         concurrentCalls: poolOptions(pool).max > 1,
       },
-      notify:
-        wakeUps === 'targeted'
-          ? targets.notifyQuery(IN_TRANSACTION_WAKE_TARGETS)
-          : dialect.wakeQuery?.(channel),
+      // In the enqueuing transaction (yours), or giving jobs back: every node.
+      notify: dialect.wakeQuery?.(channel),
     });
     this.wakeUps = wakeUps;
     this.targets = targets;
     this.quietContext = { ...this.context, notify: null };
-    this.wakes = new CoalescedWakes((jobs) => {
+    this.wakes = new CoalescedWakes((combinations) => {
       const query =
-        wakeUps === 'targeted'
-          ? targets.notifyQuery(wakeTargetsFor(jobs), true)
+        wakeUps === 'targeted' && combinations !== null
+          ? targets.notifyQuery(combinations, true)
           : { sql: "SELECT pg_notify(?, '')", params: [channel] };
       const { text, values } = numbered(query);
       return this.closed ? Promise.resolve() : pool.query(text, values);
@@ -278,15 +276,12 @@ export class PostgresJobStore extends NotifyingSqlJobStore {
 
   /** Wakes nodes for the jobs an enqueue created, coalesced with other enqueues' wake-ups. */
   protected override enqueueCommitted(results: readonly EnqueueResult[]): void {
-    let created = 0;
-    for (const result of results) if (result.created) created++;
-    this.wakes.request(created);
+    this.wakes.request(results.filter((r) => r.created).map((r) => r.job));
   }
 
   override async acquire(request: AcquireRequest): Promise<Job[]> {
     const jobs = await super.acquire(request);
-    this.room = jobs.length < request.limit;
-    this.rename();
+    this.noteAcquisition(request, jobs.length);
     return jobs;
   }
 
@@ -295,22 +290,33 @@ export class PostgresJobStore extends NotifyingSqlJobStore {
     request: AcquireRequest,
   ): Promise<{ lost: string[]; jobs: Job[] }> {
     const result = await super.completeAndAcquire(done, request);
-    this.room = result.jobs.length < request.limit;
-    this.rename();
+    this.noteAcquisition(request, result.jobs.length);
     return result;
   }
 
+  /** An acquisition for `request` returned `jobs`: its engine has room unless it was full. */
+  private noteAcquisition(request: AcquireRequest, jobs: number): void {
+    const key = JSON.stringify([request.types, request.queues, request.tenants]);
+    this.requests.set(key, { request, room: jobs < request.limit });
+    this.rename();
+  }
+
   /**
-   * A wake-up target is a store with subscribers whose last acquisition came back short (an
-   * engine here has room; a store that never acquired, such as one only waiting for
-   * `engine.result`, is none): the listening connection's `application_name` says so, set once
-   * per change, so wake-ups find the idle nodes.
+   * A wake-up target is a store with subscribers where some acquisition request's last
+   * acquisition came back short (an engine here has room; a store that never acquired, such as
+   * one only waiting for `engine.result`, is none): the listening connection's
+   * `application_name` says so, with the filter of what those requests acquire, set once per
+   * change, so wake-ups find the idle nodes that run their jobs.
    */
   private rename(): void {
-    const idle = this.room && this.subscribers > 0;
-    if (idle === this.named || this.wakeUps !== 'targeted') return;
-    this.named = idle;
-    const name = this.targets.applicationName(idle);
+    if (this.wakeUps !== 'targeted') return;
+    // The last subscriber left (engines stopped): their requests go with them.
+    if (this.subscribers === 0) this.requests.clear();
+    const roomy = [...this.requests.values()].filter((r) => r.room).map((r) => r.request);
+    const filter = roomy.length > 0 ? acquisitionFilter(roomy) : null;
+    if (filter === this.named) return;
+    this.named = filter;
+    const name = this.targets.applicationName(filter);
     void this.notifier
       .ready()
       .then((client) => client?.query("SELECT set_config('application_name', $1, false)", [name]))

@@ -36,6 +36,9 @@ const LEFT_TO_THE_DIRECT_RUN: Partial<Record<GroupName, string>> = {
   schedules: DIRECT,
   'schedule-engine': DIRECT,
   faults: DIRECT,
+  // Engines over the steps, children and waits calls, which run here in their own groups.
+  flows: DIRECT,
+  'batch-handlers': DIRECT,
 };
 
 if (binary) {

@@ -109,6 +109,14 @@ export function runPostgresConformance({
         return Number(rows[0]?.n ?? 0);
       },
     },
+    // Bulk enqueue from SQL: the schema's enqueue_many function.
+    sqlEnqueueMany: async (store, { type, payloads, options }) => {
+      await sql(`SELECT "${store.schema}".enqueue_many($1, $2::jsonb, $3::jsonb)`, [
+        type,
+        payloads,
+        options,
+      ]);
+    },
     // Enqueue from SQL: the schema's enqueue function, on a connection of its own or the caller's.
     sqlEnqueue: async (store, { type, payload, options }, tx) => {
       const text = `SELECT "${store.schema}".enqueue($1, $2::jsonb, $3::jsonb) AS id`;

@@ -16,7 +16,7 @@ export const PG_URL = process.env.JOBS_PG_URL ?? 'postgres://postgres@127.0.0.1:
 
 /** True when the server answers. Under CI=true an unreachable server fails the run. */
 export async function pgReachable(): Promise<boolean> {
-  const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 2_000 });
+  const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 10_000 });
   try {
     await client.connect();
     await client.end();

@@ -73,7 +73,7 @@ async function reach(
 }
 
 async function pgSql(text: string, values: unknown[] = []): Promise<Record<string, unknown>[]> {
-  const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 2_000 });
+  const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 10_000 });
   await client.connect();
   try {
     return (await client.query(text, values)).rows;
@@ -86,7 +86,7 @@ async function mysqlSql(text: string, values: unknown[] = []): Promise<Record<st
   const connection = await mysql.createConnection({
     uri: MYSQL_URL,
     dateStrings: true,
-    connectTimeout: 2_000,
+    connectTimeout: 10_000,
   });
   try {
     const [rows] = await connection.query(text, values);

@@ -68,7 +68,13 @@ describe.each(DATABASES)('$name: limited scopes under racing acquirers and inser
         );
         expect(Number(running[0]?.n)).toBeLessThanOrEqual(1);
       }
-      expect(started).toBeGreaterThan(5);
+      // Not vacuous: jobs did start while racing (how many depends on who wins each race: a
+      // loaded machine lets the completions land late, and few start), and once what runs
+      // is completed, the scope's next job starts.
+      expect(started).toBeGreaterThan(0);
+      await store.complete(held.map((j) => ({ id: j.id, token: j.lockToken as string })));
+      const next = (await Promise.all(peers.map((p, i) => p.acquire(request(`p${i}`))))).flat();
+      expect(next).toHaveLength(1);
     },
   );
   it.skipIf(db.missing)(

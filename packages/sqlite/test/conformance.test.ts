@@ -86,6 +86,20 @@ runJobStoreConformance<SqliteJobStore, Database.Database>({
       if (!tx) db.close();
     }
   },
+  // Bulk enqueue from SQL: one INSERT into the `jobs_enqueue_many` view, on its own connection.
+  sqlEnqueueMany: async (store, { type, payloads, options }) => {
+    const db = new Database(store.db.name);
+    try {
+      db.pragma('busy_timeout = 5000');
+      db.prepare('INSERT INTO jobs_enqueue_many (type, payloads, options) VALUES (?, ?, ?)').run(
+        type,
+        payloads,
+        options,
+      );
+    } finally {
+      db.close();
+    }
+  },
   // The caller's transaction on a connection of its own (as an app's would be): enqueue joins it
   // synchronously; commit and rollback end it.
   transaction: {

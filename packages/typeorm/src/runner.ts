@@ -233,13 +233,25 @@ export class TypeormSqliteExecutor extends SqliteSyncExecutor {
     return runOnQueryRunner(callerRunner(this.dataSource, options.tx), this.dialect, op);
   }
 
-  /** `ctx.transaction`: `work` gets the transaction's EntityManager, on TypeORM's one connection. */
+  /**
+   * `ctx.transaction` (and a transactional step): `work` gets the transaction's EntityManager,
+   * on TypeORM's one connection — one transaction at a time. TypeORM's SQLite drivers share one
+   * QueryRunner, so two transactions opened together are one: the second's `BEGIN` fails and its
+   * rollback ends the first, whose completion then commits statement by statement (a child job
+   * gone without its result), or the second becomes a savepoint of the first and commits or
+   * rolls back with it. Nor does one start inside the app's transaction on that connection.
+   */
   override async transaction<T>(
     work: (handle: unknown, run: <R>(op: Operation<R>) => Promise<R>) => Promise<T>,
   ): Promise<T> {
     await this.ready();
-    return this.dataSource.transaction((manager) =>
-      work(manager, (op) => runOnQueryRunner(manager.queryRunner as QueryRunner, this.dialect, op)),
-    );
+    return this.transactionTurns.run(async () => {
+      await this.outsideForeignTransaction();
+      return this.dataSource.transaction((manager) =>
+        work(manager, (op) =>
+          runOnQueryRunner(manager.queryRunner as QueryRunner, this.dialect, op),
+        ),
+      );
+    });
   }
 }

@@ -1,8 +1,18 @@
-import type { AcquireRequest, ConnectionReservation, Job, MigrationResult } from '@jobs/core';
+import type {
+  AcquireRequest,
+  ConnectionReservation,
+  EnqueueResult,
+  Job,
+  MigrationResult,
+} from '@jobs/core';
 import { StoreError, ValidationError } from '@jobs/core';
 import {
   checkStoreOptions,
+  copiedConnectionSettings,
+  DEFAULT_WAKE_WAIT_MS,
+  driverErrno,
   type ListenClient,
+  mysqlWakeWaits,
   type NetworkTimeoutOptions,
   NotifyingSqlJobStore,
   ownConnectionListener,
@@ -10,6 +20,9 @@ import {
   resolveConnectionTimeouts,
   SqliteCommitWatcher,
   type StoreNotifier,
+  WAITING_POLL_MS,
+  type WaitDriverConnection,
+  type WaiterRing,
 } from '@jobs/core/sql';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { dialectFor, migrateOn } from './migration.js';
@@ -20,6 +33,31 @@ type PostgresDriver = {
   postgres: { Client: new (o: object) => ListenClient };
   master: { options: object };
 };
+
+/** TypeORM's MySQL driver: the mysql2 module it loaded, and its pool (with its settings). */
+type MysqlDriver = {
+  mysql: { createConnectionPromise(settings: object): Promise<WaitDriverConnection> };
+  pool?: { config?: { connectionConfig?: object } };
+};
+
+/**
+ * A connection of the wake-up wait's own, with the settings of the DataSource's pool (which
+ * there is once the DataSource is up; a replication cluster has none: the wait fails and is
+ * tried again, and the engines poll meanwhile).
+ */
+async function waitConnectionOf(
+  dataSource: DataSource,
+  ready: () => Promise<void>,
+): Promise<WaitDriverConnection> {
+  await ready();
+  const driver = dataSource.driver as unknown as MysqlDriver;
+  const config = driver.pool?.config?.connectionConfig;
+  if (config === undefined) throw new Error('the DataSource has no pool (replication) to copy');
+  return driver.mysql.createConnectionPromise({
+    ...copiedConnectionSettings(config),
+    dateStrings: true,
+  });
+}
 
 /**
  * The size of the DataSource's pool as its driver opened it (pg's `max`, mysql2's
@@ -63,17 +101,36 @@ export interface TypeormJobStoreOptions
   /** SQLite: how long a call waits for the app's transaction on TypeORM's one connection (10 s). */
   sqliteTransactionWaitMs?: number;
   /**
-   * MySQL/MariaDB and SQLite: how often `subscribe` checks for jobs other connections added (the
-   * end of the jobs' key; `PRAGMA data_version`). Default 20 ms on MySQL, 10 ms on SQLite.
+   * SQLite: how often `subscribe` checks for jobs other connections added (`PRAGMA
+   * data_version`; default 10 ms). MySQL/MariaDB: poll instead of waiting — read the end of the
+   * jobs' key every `notifyIntervalMs` (50 statements a second per idle store at 20), for a
+   * server where `KILL QUERY` of the store's own connections is refused. Default on MySQL:
+   * off (waits, see `notifyWaitMs`).
    */
   notifyIntervalMs?: number;
+  /**
+   * MySQL/MariaDB: how long, while an engine listens, the store waits on the server for a
+   * wake-up before it reads again whether a job is due — as `@jobs/mysql` does: a `SELECT
+   * SLEEP(…)` on a connection of the store's own (with the DataSource's settings), which a
+   * store that enqueued ends (`KILL QUERY`, a few waiters per enqueue); before each wait the
+   * same statement reads whether a job is due. An idle store sends one statement per
+   * `notifyWaitMs`, and its engines poll every 30 s by default. Default 4 000.
+   */
+  notifyWaitMs?: number;
   /** @deprecated `notifyIntervalMs` (SQLite only). */
   sqliteNotifyIntervalMs?: number;
 }
 
-const INTEGERS = ['sqliteTransactionWaitMs', 'notifyIntervalMs', 'sqliteNotifyIntervalMs'];
+const INTEGERS = [
+  'sqliteTransactionWaitMs',
+  'notifyIntervalMs',
+  'sqliteNotifyIntervalMs',
+  'notifyWaitMs',
+];
 const OPTION_KEYS = `dataSource tablePrefix schema destroyDataSourceOnClose sqliteTransactionWaitMs
-  notifyIntervalMs sqliteNotifyIntervalMs connectTimeoutMs queryTimeoutMs`.split(/\s+/);
+  notifyIntervalMs notifyWaitMs sqliteNotifyIntervalMs connectTimeoutMs queryTimeoutMs`.split(
+  /\s+/,
+);
 
 /**
  * A `JobStore` over a TypeORM DataSource: jobs live in the app's database, next to its own
@@ -92,8 +149,10 @@ const OPTION_KEYS = `dataSource tablePrefix schema destroyDataSourceOnClose sqli
  */
 export class TypeormJobStore extends NotifyingSqlJobStore {
   readonly dataSource: DataSource;
-  /** PostgreSQL LISTEN/NOTIFY, MySQL's wake signal, SQLite's `PRAGMA data_version`. */
+  /** PostgreSQL LISTEN/NOTIFY, MySQL's waits (or its polled wake signal), SQLite's `PRAGMA data_version`. */
   protected readonly notifier: StoreNotifier;
+  /** MySQL/MariaDB: ends a few waits after an enqueue of the store's own commit. */
+  private readonly ring: WaiterRing | null = null;
   private readonly destroyOnClose: boolean;
   private readonly prefix: string;
   /** The app's pool is the app's to size: reservations are only compared with it. */
@@ -122,6 +181,8 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
               'A store call from inside dataSource.transaction() must pass { tx: manager }.',
           })
         : new TypeormExecutor(dataSource, dialect, timeouts);
+    // MySQL/MariaDB waits on the server unless told to poll.
+    const waits = dialect.name === 'mysql' && intervalMs === undefined;
     super({
       label: '@jobs/typeorm',
       name: `typeorm-${dialect.name}`,
@@ -133,6 +194,8 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
         multiProcess: true,
         concurrentCalls:
           dialect.name !== 'sqlite' && (dataSource.options as { poolSize?: number }).poolSize !== 1,
+        // The waits read whether a job is due every `notifyWaitMs`: engines poll rarely.
+        ...(waits ? { pollIntervalMs: WAITING_POLL_MS } : {}),
       },
       notify: dialect.wakeQuery?.(channel),
     });
@@ -142,8 +205,8 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
     const mysql = dialect.name === 'mysql';
     this.poolSizing = new PoolSizing({
       size: () => (dialect.name === 'sqlite' ? null : dataSourcePoolSize(dataSource)),
-      // MySQL's wake-signal reads take a connection of the pool; LISTEN has its own.
-      own: mysql ? 1 : 0,
+      // MySQL's polled wake-signal reads take a connection of the pool; waits and LISTEN have their own.
+      own: mysql && !waits ? 1 : 0,
       sizeOption: `the DataSource's \`poolSize\` (or \`extra.${mysql ? 'connectionLimit' : 'max'}\`)`,
     });
     if (executor instanceof TypeormSqliteExecutor) {
@@ -156,9 +219,31 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
       const driver = dataSource.driver as unknown as PostgresDriver;
       const client = () => new driver.postgres.Client(driver.master.options);
       this.notifier = ownConnectionListener(client, channel, timeouts.queryTimeoutMs);
+    } else if (waits) {
+      const ready = () => (executor as TypeormExecutor).ready();
+      const mysqlWaits = mysqlWakeWaits({
+        jobsTable: dialect.table('jobs'),
+        connect: () => waitConnectionOf(dataSource, ready),
+        waitMs: options.notifyWaitMs ?? DEFAULT_WAKE_WAIT_MS,
+        timeouts,
+        // TypeORM's tables are named without their database.
+        sameDatabase: true,
+        run: (ring) => this.run('enqueue', ring, { transaction: false }),
+        errno: driverErrno,
+      });
+      this.notifier = mysqlWaits.waiter;
+      this.ring = mysqlWaits.ring;
     } else {
       this.notifier = this.watchWakeSignal(intervalMs ?? 20);
     }
+  }
+
+  /**
+   * MySQL/MariaDB, after an enqueue's own commit (no `tx`): ends the waits of a few idle stores
+   * on these tables so they acquire at once.
+   */
+  protected override enqueueCommitted(results: readonly EnqueueResult[]): void {
+    if (!this.closed) this.ring?.ring(results.length);
   }
 
   /**
@@ -199,6 +284,7 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
   /** Does not close the app's DataSource unless `destroyDataSourceOnClose` was set. */
   override async close(): Promise<void> {
     if (this.closed) return;
+    await this.ring?.drained();
     await super.close();
     if (this.destroyOnClose && this.dataSource.isInitialized) await this.dataSource.destroy();
   }

@@ -33,16 +33,25 @@ async function connect(db: TestDatabase): Promise<DataSource> {
   return dataSource;
 }
 
-async function empty(slot: Slot, driver: Driver): Promise<void> {
+/**
+ * Every table the store writes, so nothing of a finished test reaches the next one (ids restart:
+ * a signal left for job 2 — a child's result nobody took — would be job 2's of the next test).
+ */
+const STORE_TABLES = [
+  'jobs',
+  'schedules',
+  'history',
+  'signals',
+  'followups',
+  'rate_limits',
+] as const;
+
+async function empty(slot: Slot, store: TypeormJobStore, driver: Driver): Promise<void> {
+  const tables = STORE_TABLES.map((name) => store.dialect.table(name));
   if (driver === 'postgres') {
-    const schema = (slot.db.options as { schema: string }).schema;
-    await slot.main.query(
-      `TRUNCATE "${schema}"."jobs", "${schema}"."schedules", "${schema}"."jobs_history" RESTART IDENTITY`,
-    );
+    await slot.main.query(`TRUNCATE ${tables.join(', ')} RESTART IDENTITY`);
   } else {
-    await slot.main.query('TRUNCATE TABLE `jobs_jobs`');
-    await slot.main.query('TRUNCATE TABLE `jobs_schedules`');
-    await slot.main.query('TRUNCATE TABLE `jobs_jobs_history`');
+    for (const table of tables) await slot.main.query(`TRUNCATE TABLE ${table}`);
   }
 }
 
@@ -96,7 +105,7 @@ export function runTypeormConformance(driver: Driver): void {
         await slot.db.drop();
         return;
       }
-      await empty(slot, driver);
+      await empty(slot, store, driver);
       free.push(slot);
     },
     // The racing schedule runners (16 s a run) repeat the direct store's run statement for
@@ -205,6 +214,24 @@ export function runTypeormConformance(driver: Driver): void {
         return String(rows[0]?.id);
       };
       return tx ? run(tx) : store.dataSource.transaction(run);
+    },
+    // Bulk enqueue from SQL through TypeORM's query(): the same three entry points' `_many`.
+    sqlEnqueueMany: async (store, { type, payloads, options }) => {
+      const manager = store.dataSource.manager;
+      if (driver === 'postgres') {
+        const db = slots.get(store)?.db.options as { schema: string } | undefined;
+        await manager.query(
+          `SELECT "${db?.schema ?? 'public'}".enqueue_many($1, $2::jsonb, $3::jsonb)`,
+          [type, payloads, options],
+        );
+      } else if (driver !== 'better-sqlite3') {
+        await manager.query('CALL `jobs_enqueue_many`(?, ?, ?)', [type, payloads, options]);
+      } else {
+        await manager.query(
+          'INSERT INTO jobs_enqueue_many (type, payloads, options) VALUES (?, ?, ?)',
+          [type, payloads, options],
+        );
+      }
     },
     transaction: {
       begin: async (store) => {

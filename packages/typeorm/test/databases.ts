@@ -96,11 +96,11 @@ export async function serverAvailable(driver: Driver): Promise<boolean> {
   if (driver === 'better-sqlite3') return true;
   try {
     if (driver === 'postgres') {
-      const c = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 2000 });
+      const c = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 10_000 });
       await c.connect();
       await c.end();
     } else {
-      const c = await mysql.createConnection({ uri: MYSQL_URL, connectTimeout: 2000 });
+      const c = await mysql.createConnection({ uri: MYSQL_URL, connectTimeout: 10_000 });
       await c.end();
     }
     return true;

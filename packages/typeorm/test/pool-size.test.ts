@@ -40,8 +40,8 @@ async function warningsOf(driver: Driver, pool: Partial<DataSourceOptions>): Pro
 
 const cases = [
   { driver: 'postgres' as const, extra: 'max', needed: 26 },
-  // One more on MySQL/MariaDB: the wake-signal reads take a connection of the pool.
-  { driver: 'mysql' as const, extra: 'connectionLimit', needed: 27 },
+  // The same on MySQL/MariaDB: its waits have a connection of their own, as LISTEN has.
+  { driver: 'mysql' as const, extra: 'connectionLimit', needed: 26 },
 ];
 
 for (const { driver, extra, needed } of cases) {

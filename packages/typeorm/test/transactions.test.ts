@@ -4,7 +4,7 @@ import { makeNewJob } from '@jobs/conformance';
  * the app's row and its job commit together or not at all, and a JobEngine runs what committed.
  */
 import { JobEngine, ValidationError } from '@jobs/core';
-import { DataSource, EntitySchema } from 'typeorm';
+import { DataSource, type EntityManager, EntitySchema } from 'typeorm';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TypeormJobStore } from '../src/index.js';
 import {
@@ -184,6 +184,58 @@ describe.runIf(drivers.includes('better-sqlite3'))('SQLite: one shared connectio
       expect(await dataSource.getRepository(OrderEntity).count()).toBe(0);
       expect((await store.stats()).map((s) => s.type)).toEqual(['outside']);
     } finally {
+      await store.close();
+      await db.drop();
+    }
+  });
+
+  it("two jobs' ctx.transaction opened together each commit their own writes and completion, one after the other", async () => {
+    const db = await createTestDatabase('better-sqlite3', [OrderEntity]);
+    const dataSource = new DataSource({ ...db.options, synchronize: true });
+    await dataSource.initialize();
+    const store = new TypeormJobStore({ dataSource, destroyDataSourceOnClose: true });
+    // Both handlers call ctx.transaction in the same turn, once both run: TypeORM's one
+    // QueryRunner then saw two BEGINs (the second failed, and its rollback ended the first).
+    let arrived = 0;
+    let bothRun = (): void => {};
+    const together = new Promise<void>((resolve) => {
+      bothRun = resolve;
+    });
+    const returned: string[] = [];
+    const failures: unknown[] = [];
+    const engine = new JobEngine({
+      store,
+      concurrency: 2,
+      pollIntervalMs: 50,
+      handlers: {
+        order: async (job, ctx) => {
+          arrived += 1;
+          if (arrived === 2) bothRun();
+          await together;
+          await ctx.transaction(async (tx) => {
+            await (tx as EntityManager).save(OrderEntity, { email: String(job.payload) });
+          });
+          returned.push(String(job.payload));
+        },
+      },
+    });
+    engine.on('failed', ({ error }) => void failures.push(error));
+    try {
+      await store.migrate();
+      await engine.enqueue('order', 'a@example.com', { retries: 0 });
+      await engine.enqueue('order', 'b@example.com', { retries: 0 });
+      await engine.start();
+      const deadline = Date.now() + 20_000;
+      while ((await store.stats()).length > 0 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(failures).toEqual([]);
+      expect(returned.sort()).toEqual(['a@example.com', 'b@example.com']);
+      expect(await store.stats()).toEqual([]);
+      const orders = await dataSource.getRepository(OrderEntity).find();
+      expect(orders.map((o) => o.email).sort()).toEqual(['a@example.com', 'b@example.com']);
+    } finally {
+      await engine.stop({ timeoutMs: 2_000 });
       await store.close();
       await db.drop();
     }

@@ -5,8 +5,12 @@
  * a dead-lettered or cancelled child is a `ChildJobError` in the parent; cancelling a parent,
  * parked or running, cancels its unfinished children; a wake-up lost with the process that settled the
  * child (the child completed through the store, around any engine) still resumes the parent
- * after `childRecheckMs`. Real engines, short waits. Skipped by name without `steps`/`waits`
- * (and `cancellation` or `history` for the tests that need them).
+ * after `childRecheckMs`; a child completed in `ctx.transaction` gives its parent what its
+ * handler returns however long after the commit it returns (null only for nothing), and a
+ * `ChildJobError` (`lost`), never null, when its handler never returns (and what it writes when
+ * it returns after all lands before its engine's `stop()` returns). Real engines, short
+ * waits. Skipped by name without `steps`/`waits` (and `cancellation`, `history` or
+ * `completeInTransaction` for the tests that need them).
  */
 import {
   ChildJobError,
@@ -32,6 +36,23 @@ async function openWithChildren(h: Harness, skip: Skip): Promise<WorkflowStore> 
   const store: JobStore = await h.open();
   if (!store.steps || !store.waits) skip('SKIPPED: the store has no `steps` and `waits`');
   return store as WorkflowStore;
+}
+
+/** `openWithChildren`, for children completed in `ctx.transaction` (marked in history). */
+async function openForTransactionChildren(h: Harness, skip: Skip): Promise<WorkflowStore> {
+  const store = await openWithChildren(h, skip);
+  if (!store.completeInTransaction) skip('SKIPPED: the store has no `completeInTransaction`');
+  if (!store.history) skip('SKIPPED: the store has no `history` (the completion is marked there)');
+  return store;
+}
+
+/** A promise that resolves when `release` is called. */
+function gate(): { promise: Promise<void>; release: () => void } {
+  let release: () => void = () => undefined;
+  const promise = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  return { promise, release };
 }
 
 /** The id of the child a parked parent waits for under checkpoint `name`. */
@@ -153,6 +174,8 @@ export function childrenGroup(h: Harness): void {
     expect(results).toEqual([Array.from({ length: 100 }, (_, i) => i * 10), 'noted']);
     expect([...childRuns.values()]).toEqual(Array.from({ length: 100 }, () => 1));
     expect(stepRuns).toBe(1);
+    // The store shows the parent finished as its settle commits; the engine's event follows.
+    await waitFor("the parent's completed event", async () => completed.length > 0);
     expect(completed).toEqual([parent.id]);
     // Parked once, resumed once. A store without transactional steps (enqueue, then the
     // checkpoint) may find every child done before it parks: then it never parks.
@@ -282,7 +305,14 @@ export function childrenGroup(h: Harness): void {
     expect(await engine.admin.cancel(parent.id)).toBe('requested');
     expect(await store.getJob(childId)).toBeNull();
     await expectFinished(store, parent.id);
-    expect(cancelled).toEqual([parent.id]);
+    // It ended cancelled: by this engine at its next renewal (its `cancelled` event), or, when a
+    // loaded machine's renewal came so late that the lease lapsed, by recovery, which ends a
+    // cancel-requested job cancelled too (the cancellation group checks the event itself).
+    if (store.history) {
+      expect(await engine.admin.getJob(parent.id)).toMatchObject({ outcome: 'cancelled' });
+    } else {
+      expect(cancelled).toEqual([parent.id]);
+    }
   });
 
   it('a lost wake-up still resumes the parent: a child completed through the store, around every engine, reaches its parent after childRecheckMs', async ({
@@ -312,5 +342,86 @@ export function childrenGroup(h: Harness): void {
     expect((await store.complete([{ ...refOf(child), durationMs: 1 }])).lost).toEqual([]);
     await expectFinished(store, parentId);
     expect(results).toEqual([{ label: 'L-2' }]);
+  });
+
+  it("a child completed in ctx.transaction gives its parent what its handler returns, though it returns after the parent's recheck; one that returns nothing gives null", async ({
+    skip,
+  }) => {
+    const store = await openForTransactionChildren(h, skip);
+    const { promise: returns, release } = gate();
+    let parentRuns = 0;
+    const results: unknown[] = [];
+    const engine = await startEngine(h, store, {
+      childRecheckMs: 200,
+      handlers: {
+        slow: async (_job: Job, ctx: JobContext) => {
+          await ctx.transaction(async () => undefined);
+          await returns;
+          return { label: 'L-3' };
+        },
+        none: async (_job: Job, ctx: JobContext) => {
+          await ctx.transaction(async () => undefined);
+        },
+        parent: async (_job: Job, ctx: JobContext) => {
+          parentRuns++;
+          results.push(
+            await Promise.all([ctx.run('slow', 'slow', null), ctx.run('none', 'none', null)]),
+          );
+        },
+      },
+    });
+    // Deferred after the engine's stop, so run before it: the handler returns, the engine stops.
+    h.defer(async () => release());
+    const parent = await engine.enqueue('parent', null);
+    // Woken by the child that returned nothing, then again by its recheck: the slow child was
+    // looked at, completed, without its result (or, unfixed, the parent finished with null).
+    await waitFor('the parent to recheck its slow child', async () =>
+      parentRuns >= 3 || (await store.getJob(parent.id)) === null ? true : undefined,
+    );
+    release();
+    await expectFinished(store, parent.id);
+    expect(results).toEqual([[{ label: 'L-3' }, null]]);
+  });
+
+  it('a child completed in ctx.transaction whose handler never returns (its process died with the result): ctx.run throws ChildJobError "lost", not null', async ({
+    skip,
+  }) => {
+    const store = await openForTransactionChildren(h, skip);
+    const { promise: never, release } = gate();
+    const outcomes: unknown[] = [];
+    const engine = await startEngine(h, store, {
+      // The parent waits a lease after the child's completion for its result.
+      leaseMs: 1_000,
+      childRecheckMs: 200,
+      handlers: {
+        stuck: async (_job: Job, ctx: JobContext) => {
+          await ctx.transaction(async () => undefined);
+          await never;
+          return { label: 'L-4' };
+        },
+        parent: async (_job: Job, ctx: JobContext) => {
+          try {
+            outcomes.push(await ctx.run('stuck', 'stuck', null));
+          } catch (error) {
+            if (!(error instanceof ChildJobError)) throw error;
+            outcomes.push(error);
+          }
+        },
+      },
+    });
+    // Deferred after the engine's stop, so run before it: the handler returns, the engine stops.
+    h.defer(async () => release());
+    const parent = await engine.enqueue('parent', null);
+    await expectFinished(store, parent.id);
+    expect(outcomes).toHaveLength(1);
+    expect(outcomes[0]).toBeInstanceOf(ChildJobError);
+    expect(outcomes[0]).toMatchObject({ outcome: 'lost' });
+    // The handler returns after all, while its engine stops: what follows (its history record
+    // made true, its result sent to no one) is written before stop() returns, not after the
+    // caller closed or emptied the store.
+    release();
+    await engine.stop({ timeoutMs: 10_000 });
+    const record = await store.history?.get((outcomes[0] as ChildJobError).childId);
+    expect(record).toMatchObject({ outcome: 'completed', result: { label: 'L-4' } });
   });
 }

@@ -18,7 +18,9 @@ async function jobCount(store: JobStore): Promise<number> {
  * Invariant 24: a job enqueued from SQL (PostgreSQL's `enqueue` function, MySQL's procedure,
  * SQLite's insertable view) keeps the rules of `engine.enqueue`: the same stored job for the
  * same options, inside a caller's transaction too, bad input refused naming the field with
- * nothing written, held keys returning their holder, and a running engine woken to run it.
+ * nothing written, held keys returning their holder, and a running engine woken to run it. The
+ * bulk entry points (`enqueue_many`, given `sqlEnqueueMany`) write the jobs `enqueueMany` writes,
+ * in order, and refuse bad input, an oversized payload or a key with nothing written.
  */
 export function sqlEnqueueGroup(h: Harness): void {
   const call = (
@@ -211,6 +213,60 @@ export function sqlEnqueueGroup(h: Harness): void {
     } finally {
       unsubscribe();
     }
+  });
+
+  it('a batch through the bulk entry point reads back as engine.enqueueMany writes it, in order; bad input or a key writes nothing', async (ctx) => {
+    const many = h.options.sqlEnqueueMany;
+    if (!many) ctx.skip('no `sqlEnqueueMany` given (the store has no bulk SQL enqueue)');
+    const bulk = many as NonNullable<typeof many>;
+    const viaEngine = await h.open();
+    const viaSql = await h.open();
+    const engine = new JobEngine({ store: viaEngine, handlers: { 'sql-work': async () => {} } });
+    const payloads = [{ n: 1, deep: { x: [1, 'two'] } }, 'text', null, 2.5, [true, false], 7];
+    const options = {
+      delayMs: 60_000,
+      priority: 5,
+      retries: 2,
+      queue: 'q1',
+      tenantId: 't1',
+      scope: 'bulk',
+      scopeLimit: 3,
+      meta: { trace: 'abc' },
+      timeoutMs: 5_000,
+    };
+    const byId = (jobs: Job[]) => [...jobs].sort((a, b) => Number(a.id) - Number(b.id));
+    await engine.enqueueMany(payloads.map((payload) => ({ type: 'sql-work', payload, options })));
+    await bulk(viaSql, {
+      type: 'sql-work',
+      payloads: JSON.stringify(payloads),
+      options: JSON.stringify(options),
+    });
+    const fromEngine = byId(await viaEngine.listJobs({ limit: 100, offset: 0 }));
+    const fromSql = byId(await viaSql.listJobs({ limit: 100, offset: 0 }));
+    expect(fromSql.map((job) => job.payload)).toEqual(payloads);
+    expect(fromSql.map(enqueued)).toEqual(fromEngine.map(enqueued));
+    for (const job of fromSql) {
+      expect(job.dueAt.getTime()).toBe(fromSql[0]?.dueAt.getTime());
+      expect(job.dueAt.getTime()).toBeGreaterThan(job.createdAt.getTime());
+    }
+
+    const store = await h.open();
+    const bad: [string, string, unknown, RegExp][] = [
+      ['sql-work', '{"not": "an array"}', {}, /payloads/],
+      ['', '[1, 2]', {}, /\btype\b/],
+      ['sql-work', '[1, 2]', { delayMs: -1 }, /delayMs/],
+      ['sql-work', '[1, 2]', { key: 'k' }, /options\.key/],
+      ['sql-work', '[1, 2]', { keyMode: 'replace' }, /key/],
+      ['sql-work', JSON.stringify([1, 'x'.repeat(1_048_577)]), {}, /payloads|payload/],
+    ];
+    for (const [type, texts, opts, field] of bad) {
+      await expect(
+        bulk(store, { type, payloads: texts, options: JSON.stringify(opts) }),
+        `${type} ${texts.slice(0, 40)} ${JSON.stringify(opts)}`,
+      ).rejects.toThrow(field);
+    }
+    await bulk(store, { type: 'sql-work', payloads: '[]', options: '{}' });
+    expect(await jobCount(store)).toBe(0);
   });
 
   it('a running engine runs a job enqueued through SQL', async () => {

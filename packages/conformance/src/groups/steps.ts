@@ -470,4 +470,52 @@ export function stepsGroup(h: Harness): void {
     expect(runs).toBe(2);
     expect(await fx.count(store, job.id)).toBe(1);
   });
+
+  it('a store transaction opened inside another of the same job is refused at once with a clear error (never waits for itself); the outer one commits', async ({
+    skip,
+  }) => {
+    const { store, fx } = await openWithEffects(h, skip);
+    if (!store.completeInTransaction) skip('SKIPPED: the store has no completeInTransaction');
+    const refused: string[] = [];
+    const refusal = async (inner: () => Promise<unknown>): Promise<void> => {
+      try {
+        await inner();
+        refused.push('not refused');
+      } catch (error) {
+        refused.push(error instanceof Error ? error.message : String(error));
+      }
+    };
+    const engine = await startEngine(h, store, {
+      handlers: {
+        work: async (job: Job, ctx) => {
+          await ctx.step(
+            'outer',
+            async (tx) => {
+              await fx.write(tx, job.id);
+              await refusal(() => ctx.transaction(async () => null));
+              await refusal(() => ctx.step('inner', async () => 1, { transaction: true }));
+              return 'outer';
+            },
+            { transaction: true },
+          );
+          await ctx.transaction(async (tx) => {
+            await fx.write(tx, job.id);
+            await refusal(() => ctx.step('inner-2', async () => 2, { transaction: true }));
+          });
+          return 'done';
+        },
+      },
+    });
+    const job = await engine.enqueue('work', {}, { retries: 0 });
+    await waitFor('the job to complete', async () => (await store.getJob(job.id)) === null);
+    expect(refused).toHaveLength(3);
+    expect(refused[0]).toContain('ctx.transaction');
+    expect(refused[0]).toContain('inside ctx.step "outer" with transaction: true');
+    expect(refused[1]).toContain('inside ctx.step "outer" with transaction: true');
+    expect(refused[2]).toContain('inside ctx.transaction');
+    expect(await fx.count(store, job.id)).toBe(2);
+    if (store.history) {
+      expect(await store.history.get(job.id)).toMatchObject({ outcome: 'completed' });
+    }
+  });
 }

@@ -3,11 +3,14 @@
  * gives a held job back to waiting — a `timer` due after the delay, with its step list, the
  * attempt not counted, its lease and scope slot freed — in one write fenced by the token, so a
  * stale owner cannot checkpoint a sleep; `ctx.sleep` on an engine frees the slot, runs the job
- * again after the time and does not run its completed steps again. Short real waits (a few
- * hundred ms), so it runs on stores without an injected clock. Skipped by name without `waits`.
+ * again after the time and does not run its completed steps again; signals nobody took expire
+ * (`waits.pruneSignals`) and waits never do. Short real waits (a few hundred ms), so it runs on
+ * stores without an injected clock (the retention's boundary is checked on one where the store
+ * takes one). Skipped by name without `waits`.
  */
 import {
   type EngineOptions,
+  FakeClock,
   type Job,
   type JobContext,
   JobEngine,
@@ -203,6 +206,62 @@ export function waitsGroup(h: Harness): void {
     expect(Math.abs(again.dueAt.getTime() - wake)).toBeLessThan(2_000);
     expect(again.attempts).toBe(0);
     expect(past).toEqual([]);
+  });
+
+  it('pruneSignals deletes the oldest signals nobody took past the retention, at most limit, and never a job’s wait', async ({
+    skip,
+  }) => {
+    const store = await openWithWaits(h, skip);
+    const [waiting, taker] = await enqueueJobs(store, [{}, {}]);
+    await store.waits.signal('expiring', 'k-1', JSON.stringify('first'));
+    await store.waits.signal('expiring', 'k-1', JSON.stringify('second'));
+    const [w] = await acquire(store, { limit: 1 });
+    expect(w?.id).toBe((waiting as Job).id);
+    expect(
+      await store.waits.waitSignal(
+        refOf(w as Job),
+        'expiring',
+        'k-2',
+        JSON.stringify(STEPS),
+        60_000,
+      ),
+    ).toBe(true);
+    // Nothing is older than a day.
+    expect(await store.waits.pruneSignals(86_400_000, 10)).toBe(0);
+    // Once the store's clock moved past the sends, a retention of 0 expires both: oldest first.
+    const sent = await storeNow(store);
+    await waitFor('the store clock to move on', async () => (await storeNow(store)) > sent + 2);
+    expect(await store.waits.pruneSignals(0, 1)).toBe(1);
+    const [t] = await acquire(store, { limit: 1 });
+    expect(t?.id).toBe((taker as Job).id);
+    const listOf = (payload: string | null) =>
+      payload === null
+        ? null
+        : JSON.stringify([{ name: 'expiring', result: JSON.parse(payload), at: 1, durationMs: 0 }]);
+    expect(await store.waits.takeSignal(refOf(t as Job), 'expiring', 'k-1', listOf)).toBe(
+      JSON.stringify('second'),
+    );
+    // The waiting job's wait was not pruned: a signal for it still makes it due at once.
+    expect(await store.waits.pruneSignals(0, 10)).toBe(0);
+    await store.waits.signal('expiring', 'k-2', 'null');
+    expect((await store.getJob((waiting as Job).id))?.state).toBe('async');
+  });
+
+  it('pruneSignals keeps a signal until the retention passed on the store’s clock', async ({
+    skip,
+  }) => {
+    const clock = new FakeClock();
+    const store = (await h.openOnClock(clock, { skip })) as JobStore;
+    if (!store.waits) skip('SKIPPED: the store has no `waits`');
+    const waits = store.waits as StoreWaits;
+    await waits.signal('expiring', 'k-1', '1');
+    clock.advance(59 * 60_000);
+    await waits.signal('expiring', 'k-1', '2');
+    expect(await waits.pruneSignals(3_600_000, 10)).toBe(0);
+    clock.advance(2 * 60_000);
+    expect(await waits.pruneSignals(3_600_000, 10)).toBe(1);
+    clock.advance(59 * 60_000);
+    expect(await waits.pruneSignals(3_600_000, 10)).toBe(1);
   });
 
   it('takeSignal takes the oldest signal once, writing the steps fenced by the token; a stale owner takes nothing and the signal stays', async ({

@@ -26,6 +26,8 @@ import {
   type ScheduleRecord,
 } from '../store.js';
 import { cancelTree } from './child-outcomes.js';
+import { FLOW_TYPE } from './flow-model.js';
+import { type FlowView, readFlow } from './flow-view.js';
 import {
   assertDate,
   assertInteger,
@@ -308,6 +310,29 @@ export class JobAdmin {
       throw new NotFoundError(`job ${id} does not exist (and no history record says it finished)`);
     }
     return outcome;
+  }
+
+  /**
+   * A flow (`engine.flow`, `engine.batch`) with its status and nodes — each node's job id once
+   * started, its state or outcome, a completed node's result, a skipped node's reason — from
+   * the flow job, live or in history; null when there is no flow of that id. One read per node
+   * still running, by id.
+   */
+  async getFlow(id: string): Promise<FlowView | null> {
+    return readFlow(this.store, assertText(id, 'id'));
+  }
+
+  /**
+   * Cancels a flow: its flow job and its unfinished nodes (as `cancel` does); nodes not started
+   * yet never start. Throws `NotFoundError` when there is no flow of that id.
+   */
+  async cancelFlow(id: string): Promise<Exclude<CancelOutcome, 'not-found'>> {
+    const job = await this.store.getJob(assertText(id, 'id'));
+    const record = job ?? (await this.store.history?.get(id)) ?? null;
+    if (record === null || record.type !== FLOW_TYPE) {
+      throw new NotFoundError(`flow ${id} does not exist (and no history record says it finished)`);
+    }
+    return this.cancel(id);
   }
 
   /**

@@ -11,6 +11,12 @@
  *   transaction that checkpoints it (`StoreWaits.takeSignal`). Should the completion then be
  *   lost (the lease lapsed), the child runs again and its later signal is never taken: the
  *   parent keeps the first result.
+ * - **Completed in `ctx.transaction`, its result after.** The completion commits before the
+ *   handler returns, so its result is sent afterwards; the history record the transaction writes
+ *   says so meanwhile (`RESULT_PENDING_JSON`, replaced by the result when the handler returns).
+ *   A parent that finds the child completed with that marker and no result signal keeps waiting
+ *   (rechecking) for a lease after the completion; then the result went with the child's process
+ *   and `ctx.run` throws `ChildJobError` (`lost`) — never a `null` the child did not return.
  * - **The wake-up, after the child ended** (completed, dead-lettered, cancelled): the settler
  *   reads the parent's step list (its `ctx.run` checkpoints name the children it waits for) and
  *   sends the signal `$children` keyed by the parent's id only when none of those children is
@@ -22,6 +28,7 @@
  */
 import { UnrecoverableError } from '../errors.js';
 import { assertCanCancel, type CancelOutcome, type Job, type JobStore } from '../store.js';
+import { FLOW_TYPE, flowNodeCanStart } from './flow-model.js';
 import { jsonText } from './payload-check.js';
 import { MAX_SIGNAL_PAYLOAD_BYTES } from './waits.js';
 
@@ -31,6 +38,21 @@ export const PARENT_META = 'jobs.parent';
 export const RESULT_SIGNAL = '$child';
 /** The signal that wakes a parent whose children all ended, keyed by the parent's id. */
 export const WAKE_SIGNAL = '$children';
+
+/**
+ * The history result of a child job completed in `ctx.transaction` until its handler returned
+ * (a `HistoryResultMarker`): its result is still to be sent.
+ */
+export const RESULT_PENDING_JSON = '{"$jobs":"result-pending"}';
+
+/** Whether a history record's result is `RESULT_PENDING_JSON`'s marker. */
+export function isResultPending(result: unknown): boolean {
+  return (
+    typeof result === 'object' &&
+    result !== null &&
+    (result as { $jobs?: unknown }).$jobs === 'result-pending'
+  );
+}
 
 /** How a child ended, as its result signal and the parent's checkpoint say it. */
 export interface ChildOutcomeRecord {
@@ -106,6 +128,11 @@ async function wakeParent(store: JobStore, parentId: string, done: Set<string>):
   if (!store.waits) return;
   const parent = await store.getJob(parentId);
   if (!parent) return;
+  // A flow job is woken as soon as one of its nodes can start, not only after its last node.
+  if (parent.type === FLOW_TYPE && (await flowNodeCanStart(store, parent, done))) {
+    await store.waits.signal(WAKE_SIGNAL, parentId, 'null');
+    return;
+  }
   const siblings = pendingChildIds(parent.steps).filter((id) => !done.has(id));
   for (let i = siblings.length - 1; i >= 0; i--) {
     const sibling = await store.getJob(siblings[i] as string);

@@ -25,13 +25,16 @@
  * **Outcomes.** A completed child's result is taken from its `$child` signal in the same
  * transaction that checkpoints it; a child found dead-lettered, cancelled or gone without an
  * outcome makes `ctx.run` throw `ChildJobError`. Dead-lettered is not checkpointed: an operator
- * who retries the child and then the parent gets the parent going again.
+ * who retries the child and then the parent gets the parent going again. A child completed in
+ * its `ctx.transaction` whose result is not sent yet (its history result still the pending
+ * marker) is unfinished for a lease after its completion, then `ChildJobError` (`lost`).
  */
 import { createHash } from 'node:crypto';
 import { ChildJobError, JobsError, LockLostError, ValidationError } from '../errors.js';
 import { type Job, MAX_STEPS_BYTES, type StoreSteps, type StoreWaits } from '../store.js';
 import {
   type ChildOutcomeRecord,
+  isResultPending,
   PARENT_META,
   RESULT_SIGNAL,
   WAKE_SIGNAL,
@@ -50,9 +53,9 @@ import {
   recordSetting,
   serially,
 } from './steps.js';
-import type { EnqueueJobOptions } from './types.js';
+import type { EnqueueJobOptions, WaitCall } from './types.js';
 import { toNewJob } from './validate.js';
-import { WaitInterrupt } from './waits.js';
+import { aroundWait, WaitInterrupt } from './waits.js';
 
 /** `ctx.run`'s options: a child's own options, as `enqueue` takes them (its key is `ctx.run`'s). */
 export type ChildRunOptions = Omit<EnqueueJobOptions, 'tx' | 'key' | 'keyMode'>;
@@ -72,14 +75,35 @@ export function runChild<T>(
   payload: unknown,
   options?: ChildRunOptions,
 ): Promise<T> {
-  let found: { key: string; item: EnqueueItem; childId?: string } | { done: T };
+  let found: { key: string; item: EnqueueItem; childId?: string } | { key: string; done: T };
   try {
     found = checkpointOf<T>(rt, held, name, type, payload, options);
   } catch (error) {
     return Promise.reject(error);
   }
-  if ('done' in found) return Promise.resolve(found.done);
-  const { key, item, childId } = found;
+  const call: WaitCall = {
+    kind: 'run',
+    name: found.key,
+    replayed: 'done' in found,
+    childType: type,
+  };
+  if ('done' in found) {
+    const { done } = found;
+    return aroundWait(rt, held, call, async () => done);
+  }
+  if (rt.hooks.wait.length === 0) return childCall<T>(rt, held, abort, found);
+  const around = aroundWait(rt, held, call, () => childCall<T>(rt, held, abort, found));
+  around.catch(() => undefined);
+  return around;
+}
+
+/** The open call of a child not finished yet: gathered with the others made together. */
+function childCall<T>(
+  rt: EngineRuntime,
+  held: HeldJob,
+  abort: JobAbort,
+  { key, item, childId }: { key: string; item: EnqueueItem; childId?: string },
+): Promise<T> {
   const waiting = new Promise<T>((resolve, reject) => {
     const call: ChildCall = { key, resolve: resolve as (value: unknown) => void, reject };
     if (childId === undefined) call.item = item;
@@ -108,7 +132,7 @@ function checkpointOf<T>(
   type: string,
   payload: unknown,
   options: ChildRunOptions | undefined,
-): { key: string; item: EnqueueItem; childId?: string } | { done: T } {
+): { key: string; item: EnqueueItem; childId?: string } | { key: string; done: T } {
   assertCheckpointName(name, 'ctx.run', 'a child');
   const item = childItem(rt, held.job, type, payload, options);
   const { store } = rt.options;
@@ -127,7 +151,7 @@ function checkpointOf<T>(
       `[@jobs/core] ctx.run: job ${held.job.id} has a step "${key}" that is not a child job (steps, sleeps, waits and children share names)`,
     );
   }
-  if (record.outcome === 'completed') return { done: record.result as T };
+  if (record.outcome === 'completed') return { key, done: record.result as T };
   if (record.outcome === 'cancelled') throw new ChildJobError(record.$child, 'cancelled');
   return { key, item, childId: record.$child };
 }
@@ -398,6 +422,12 @@ async function childOutcome(
   if (record?.outcome !== 'completed') {
     const outcome = (record?.outcome ?? 'unknown') as 'deadletter' | 'cancelled' | 'unknown';
     return new ChildJobError(id, outcome, record?.lastError ?? null);
+  }
+  if (isResultPending(record.result)) {
+    // Completed in its `ctx.transaction`, its handler not returned yet: its result signal is
+    // still to come, for a lease after the completion; then its process took it along.
+    const graceEnds = record.finishedAt.getTime() + rt.options.leaseMs;
+    return rt.options.clock.now() < graceEnds ? null : new ChildJobError(id, 'lost');
   }
   // Completed where nobody sent its result (another path completed it): history has it.
   const outcome: ChildOutcomeRecord = { outcome: 'completed', result: record.result ?? null };

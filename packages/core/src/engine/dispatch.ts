@@ -1,7 +1,8 @@
 /**
  * Dispatch: starts buffered jobs while slots are free, runs each handler with its context
- * (`ctx.signal`, attempt, occurrence, shard, logger), and hands the outcome to settlement —
- * a completion, a failure with its retry decision (`retry.ts`), or a release after `stop()`.
+ * (`ctx.signal`, attempt, occurrence, shard, logger) — or, for a batch handler, hands the job
+ * to its batch (`batches.ts`) — and hands the outcome to settlement: a completion, a failure
+ * with its retry decision (`retry.ts`), or a release after `stop()`.
  */
 import {
   CancelledError,
@@ -14,35 +15,48 @@ import {
 import { historyResultJson } from '../history.js';
 import { decideRetry } from '../rules/failure.js';
 import { canCancel, type Job, type JobCompletion } from '../store.js';
+import { Batches } from './batches.js';
 import { cancelRequested, reportProgress } from './cancellation.js';
 import {
   completedPayload,
   parentOf,
+  RESULT_PENDING_JSON,
   sendChildOutcome,
   wakeParentsIfDone,
 } from './child-outcomes.js';
 import { type ChildRunOptions, runChild } from './children.js';
+import { FLOW_META, flowContextOf } from './flow-model.js';
 import type { HeldJob, JobAbort } from './held-jobs.js';
 import { callThrough } from './hooks.js';
 import { jobLog } from './job-log.js';
+import type { ResolvedHandler } from './options.js';
 import type { EngineRuntime } from './runtime.js';
 import { firedFromTimer } from './schedule-firing.js';
 import type { PendingFailure } from './settle-outcomes.js';
 import type { Settler } from './settlement.js';
 import { StartMarks } from './start-marks.js';
-import { runStep, type StepOptions } from './steps.js';
-import type { JobContext, JobLog, Logger } from './types.js';
+import { refuseNestedTransaction, runStep, type StepOptions } from './steps.js';
+import type { FlowContext, JobContext, JobLog, Logger } from './types.js';
 import { runSleep, runWaitFor, type WaitForOptions } from './waits.js';
 
 export class Dispatcher {
   /** Types already warned about: an acquired job no handler here runs (once each). */
   private readonly unknownTypes = new Set<string>();
   readonly startMarks: StartMarks;
+  private readonly batches: Batches;
 
   constructor(
     private readonly rt: EngineRuntime,
     private readonly settlement: Settler,
   ) {
+    this.batches = new Batches(
+      rt,
+      {
+        startRun: (held) => this.startRun(held, rt.options.handlers.get(held.job.type)),
+        finish: (held, error, result) => this.finish(held, error, result),
+      },
+      () => rt.jobs.executing >= rt.options.concurrency,
+    );
     this.startMarks = new StartMarks(
       rt,
       settlement,
@@ -94,6 +108,7 @@ export class Dispatcher {
       else if (next.next === 'mark') this.startMarks.request(next.held);
       else lapsed.push(next.held);
     }
+    this.callBatchesIfFull();
     if (lapsed.length > 0) {
       // Their local deadline passed while they waited (a late answer, a stalled process).
       this.settlement.queueRelease(lapsed);
@@ -116,8 +131,52 @@ export class Dispatcher {
       this.rt.reportLeaseLost(held);
       return;
     }
+    if (resolved.batch) {
+      // Running from now on (it holds its slot); its handler is called with its batch.
+      this.batches.join(held, resolved.batch);
+      this.callBatchesIfFull();
+      return;
+    }
+    this.callBatchesIfFull();
+    const abort = this.startRun(held, resolved);
+    const ctx = new RunContext(this, held, abort);
+    // On a later microtask, never inside dispatch's loop.
+    const run =
+      job.meta?.[FLOW_META] === undefined
+        ? () => Promise.resolve().then(() => resolved.handler(job, ctx))
+        : // A flow node reads its parents' results first (`ctx.flow`).
+          () =>
+            flowContextOf(this.rt.options.store, job).then((flow) => {
+              ctx.flow = flow;
+              return resolved.handler(job, ctx);
+            });
+    const hooks = this.rt.hooks.run;
+    (hooks.length === 0 ? run() : callThrough(hooks, [job], run)).then(
+      (result: unknown) => this.finish(held, null, result),
+      (error: unknown) => this.finish(held, error ?? new Error('handler threw a falsy value')),
+    );
+  }
+
+  /** Calls every batch being filled now (`stop()`: no other job will join them). */
+  callOpenBatches(): void {
+    this.batches.callAll();
+  }
+
+  /**
+   * Every slot holds a running job: no other job can join a batch being filled, so the open
+   * batches are called (after the current burst of starts, which may still join them).
+   */
+  private callBatchesIfFull(): void {
+    if (this.batches.openCount > 0 && this.rt.jobs.executing >= this.rt.options.concurrency) {
+      this.batches.callAllSoon();
+    }
+  }
+
+  /** `held`'s run starts now: its time limit is armed and `started` emitted. */
+  private startRun(held: HeldJob, resolved: ResolvedHandler | undefined): JobAbort {
+    const { job } = held;
     const abort = held.controller as JobAbort;
-    const limit = job.timeoutMs ?? resolved.timeoutMs;
+    const limit = job.timeoutMs ?? resolved?.timeoutMs;
     if (limit !== undefined && limit !== null) {
       // The run's time limit: its signal aborts, and the attempt fails when it returns.
       held.limitTimer = setTimeout(() => {
@@ -129,14 +188,7 @@ export class Dispatcher {
       this.rt.emit('timer-fired', { job });
     }
     if (this.rt.listens('started')) this.rt.emit('started', { job });
-    const ctx = new RunContext(this, held, abort);
-    // On a later microtask, never inside dispatch's loop.
-    const run = () => Promise.resolve().then(() => resolved.handler(job, ctx));
-    const hooks = this.rt.hooks.run;
-    (hooks.length === 0 ? run() : callThrough(hooks, [job], run)).then(
-      (result: unknown) => this.finish(held, null, result),
-      (error: unknown) => this.finish(held, error ?? new Error('handler threw a falsy value')),
-    );
+    return abort;
   }
 
   private giveBackUnknown(held: HeldJob): void {
@@ -234,15 +286,23 @@ export class Dispatcher {
         `[@jobs/core] ctx.transaction: job ${held.job.id} was already completed by an earlier ctx.transaction`,
       );
     }
+    refuseNestedTransaction(held, 'ctx.transaction');
     if (held.phase !== 'running') throw new LockLostError(held.job.id);
     if (held.cancelRequested) throw new CancelledError(held.job.id);
-    // The handler has not returned yet: the record has its duration so far and no result.
-    const completion = { ...held.ref, durationMs: Date.now() - held.startedAt };
+    // The handler has not returned yet: the record has its duration so far and no result —
+    // a child's says its result is still to come, so its parent does not take it for null.
+    const completion: JobCompletion = { ...held.ref, durationMs: Date.now() - held.startedAt };
+    if (parentOf(held.job) !== null && this.rt.options.history.keep === 'all') {
+      completion.resultJson = RESULT_PENDING_JSON;
+    }
     let result: T;
+    held.openTransaction = 'ctx.transaction';
     try {
       result = await store.completeInTransaction(completion, async (tx) => work(tx as Tx));
     } catch (error) {
       throw await this.cancelledInstead(held, error);
+    } finally {
+      held.openTransaction = undefined;
     }
     held.completedInTransaction = true;
     return result;
@@ -348,22 +408,26 @@ export class Dispatcher {
       done(error);
       return;
     }
-    sendChildOutcome(this.rt.options.store, held.job, payload).then(
-      () => done(null),
-      (error: unknown) => {
-        this.rt.reportError(error, 'child result');
-        done(error);
-      },
+    this.rt.afterwards(
+      sendChildOutcome(this.rt.options.store, held.job, payload).then(
+        () => done(null),
+        (error: unknown) => {
+          this.rt.reportError(error, 'child result');
+          done(error);
+        },
+      ),
     );
   }
 
   /** A child completed in its handler's transaction: its result for its parent, afterwards. */
   private tellParentLate(held: HeldJob, result: unknown): void {
     const { store } = this.rt.options;
-    Promise.resolve()
-      .then(() => sendChildOutcome(store, held.job, completedPayload(held.job.id, result)))
-      .then(() => wakeParentsIfDone(store, [held.job]))
-      .catch((error: unknown) => this.rt.reportError(error, 'child result'));
+    this.rt.afterwards(
+      Promise.resolve()
+        .then(() => sendChildOutcome(store, held.job, completedPayload(held.job.id, result)))
+        .then(() => wakeParentsIfDone(store, [held.job]))
+        .catch((error: unknown) => this.rt.reportError(error, 'child result')),
+    );
   }
 
   /** The history record of a job completed in its handler's transaction, made true. */
@@ -371,9 +435,11 @@ export class Dispatcher {
     const { store, history } = this.rt.options;
     if (!store.history || history.keep !== 'all') return;
     const resultJson = historyResultJson(result);
-    store.history.amend(held.job.id, resultJson, ranMs).catch((error: unknown) => {
-      this.rt.reportError(error, 'amend history');
-    });
+    this.rt.afterwards(
+      store.history.amend(held.job.id, resultJson, ranMs).catch((error: unknown) => {
+        this.rt.reportError(error, 'amend history');
+      }),
+    );
   }
 
   /** `ctx.log` of `held`'s run. */
@@ -455,6 +521,7 @@ class RunContext implements JobContext {
   readonly attempt: number;
   readonly occurrence: Date | null;
   readonly shard: { index: number; count: number } | null;
+  flow: FlowContext | null = null;
   private made: Partial<
     Pick<
       JobContext,

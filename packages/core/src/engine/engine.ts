@@ -12,6 +12,7 @@ import { JobAdmin } from './admin.js';
 import { reserveConnections } from './connections.js';
 import { Dispatcher } from './dispatch.js';
 import { enqueueJobs } from './enqueue.js';
+import { type BatchItem, enqueueBatch, enqueueFlow, type FlowDefinition } from './flows.js';
 import { checkHealth, type EngineHealth } from './health.js';
 import { LeaseRenewal } from './lease-renewal.js';
 import { Maintenance } from './maintenance.js';
@@ -95,7 +96,7 @@ export class JobEngine<Jobs extends object = AnyJobs> {
   private releaseConnections = (): void => {};
 
   constructor(options: EngineOptions<Jobs>) {
-    const resolved = resolveEngineOptions(options as EngineOptions);
+    const resolved = resolveEngineOptions(options as unknown as EngineOptions);
     this.store = resolved.store;
     this.owner = resolved.owner;
     const rt = new EngineRuntime(resolved);
@@ -134,6 +135,7 @@ export class JobEngine<Jobs extends object = AnyJobs> {
       this.settlement,
       this.leases,
       dispatcher.startMarks,
+      () => dispatcher.callOpenBatches(),
     );
   }
 
@@ -299,6 +301,42 @@ export class JobEngine<Jobs extends object = AnyJobs> {
       typeof job === 'string' ? job : job.id,
       options,
     )) as ResultOf<Jobs, T>;
+  }
+
+  /**
+   * Adds a flow: jobs (nodes) with dependencies, checked (unknown names, cycles, at most
+   * `MAX_FLOW_NODES`: a `ValidationError` naming the node, nothing written) and written in one
+   * enqueue — in the caller's transaction `tx` when given. A node starts once its parents
+   * completed and reads their results in `ctx.flow.parents`; a parent dead-lettered, cancelled
+   * or skipped skips its dependents (never started), unless a node takes `after: 'finished'`.
+   * Answers the flow's id (`admin.getFlow(id)`, `admin.cancelFlow(id)`, `engine.result(id)`).
+   * Needs a store with `steps` and `waits`; any engine with handlers on the store runs it.
+   *
+   * @example
+   * const { id } = await engine.flow({
+   *   nodes: { fetch: { type: 'fetch', payload: { url } }, parse: { type: 'parse', dependsOn: ['fetch'] } },
+   * });
+   */
+  async flow(definition: FlowDefinition, options: { tx?: unknown } = {}): Promise<{ id: string }> {
+    return enqueueFlow(this.rt, definition, options);
+  }
+
+  /**
+   * Adds a batch: its items, and a callback job that runs once after every item ended
+   * (completed, dead-lettered or cancelled), with the counts and failures in `ctx.flow.ended`.
+   * A flow underneath (items are nodes `0`, `1`, …, the callback is node `callback`).
+   *
+   * @example
+   * await engine.batch(files.map((f) => ({ type: 'resize', payload: f })), {
+   *   callback: { type: 'resized', payload: { album } },
+   * });
+   */
+  async batch(
+    items: readonly BatchItem[],
+    batch: { callback: BatchItem },
+    options: { tx?: unknown } = {},
+  ): Promise<{ id: string }> {
+    return enqueueBatch(this.rt, items, batch, options);
   }
 
   /**

@@ -134,6 +134,11 @@ export interface HeldJob {
   /** `ctx.transaction` committed: the job is completed already. */
   completedInTransaction?: boolean;
   /**
+   * What opened the store transaction this run is inside (`ctx.transaction` or a
+   * `transaction: true` step), while it is open: another one of the same job is refused.
+   */
+  openTransaction?: string;
+  /**
    * `ctx.sleep` ended the run: the job goes back to waiting for `delayMs` with `stepsJson` (its
    * step list with the sleep's checkpoint) instead of settling (see `waits.ts`).
    */

@@ -1,13 +1,13 @@
 /**
- * Hooks around enqueue, handler runs and steps (`engine.use`), for instrumentation such as
+ * Hooks around enqueue, handler runs, steps and waits (`engine.use`), for instrumentation such as
  * `@jobs/otel`. With none added, enqueue and dispatch call straight through.
  */
 import { JobsError, ValidationError } from '../errors.js';
 import type { Job } from '../store.js';
-import type { EngineHooks, EnqueueDraft } from './types.js';
+import type { EngineHooks, EnqueueDraft, WaitCall } from './types.js';
 import { assertKnownKeys, describe } from './validate.js';
 
-const HOOK_NAMES = new Set<keyof EngineHooks>(['enqueue', 'run', 'step']);
+const HOOK_NAMES = new Set<keyof EngineHooks>(['enqueue', 'run', 'step', 'wait']);
 
 type Around<T, A extends unknown[]> = (...args: [...A, () => Promise<T>]) => Promise<T>;
 
@@ -16,6 +16,7 @@ export class EngineHookList {
   enqueue: Around<Job[], [readonly EnqueueDraft[]]>[] = [];
   run: Around<unknown, [Job]>[] = [];
   step: Around<unknown, [Job, Parameters<NonNullable<EngineHooks['step']>>[1]]>[] = [];
+  wait: Around<unknown, [Job, WaitCall]>[] = [];
   private readonly added: EngineHooks[] = [];
 
   /** Adds hooks after those already added (so inside them); returns the function removing them. */
@@ -45,6 +46,7 @@ export class EngineHookList {
     this.enqueue = this.added.flatMap((h) => (h.enqueue ? [h.enqueue.bind(h)] : []));
     this.run = this.added.flatMap((h) => (h.run ? [h.run.bind(h)] : []));
     this.step = this.added.flatMap((h) => (h.step ? [h.step.bind(h)] : []));
+    this.wait = this.added.flatMap((h) => (h.wait ? [h.wait.bind(h)] : []));
   }
 }
 

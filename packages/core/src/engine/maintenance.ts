@@ -3,7 +3,8 @@
  * (`Maintenance.tasks`): keeping the clock in sync with the store, recovering expired leases (a
  * dead owner's jobs become acquirable again, or go to the dead-letter area after max attempts),
  * firing due schedules (`schedule-firing.ts`), looking for due jobs no handler here runs, and
- * pruning history past its retention (in the background, batch by batch).
+ * pruning history and signals nobody took past their retention (in the background, batch by
+ * batch).
  *
  * Every interval here is measured on the monotonic clock (`monotonicClock`), never the wall
  * clock: a step of the machine's clock (NTP, a resumed VM) must neither hold these tasks back
@@ -26,8 +27,12 @@ const CLOCK_STEP_MS = 1_000;
 const UNHANDLED_CHECK_INTERVAL_MS = 30_000;
 /** How often an engine prunes history past its retention. */
 export const HISTORY_PRUNE_INTERVAL_MS = 5 * 60_000;
+/** How often an engine deletes signals nobody took, past `signalRetention`. */
+export const SIGNAL_PRUNE_INTERVAL_MS = 5 * 60_000;
 /** Batches per pruning pass: a backlog is worked off over several passes, never in one go. */
 const PRUNE_BATCHES_PER_PASS = 20;
+/** Signals deleted per statement: a short write that holds few row locks. */
+export const SIGNAL_PRUNE_BATCH = 500;
 
 /**
  * One housekeeping task. A pass runs, in list order, every task that is due: `everyMs` after it
@@ -84,6 +89,12 @@ export class Maintenance {
       everyMs: () => HISTORY_PRUNE_INTERVAL_MS,
       background: true,
       run: () => this.pruneHistory(),
+    },
+    {
+      name: 'signal pruning',
+      everyMs: () => SIGNAL_PRUNE_INTERVAL_MS,
+      background: true,
+      run: () => this.pruneSignals(),
     },
   ];
 
@@ -175,6 +186,30 @@ export class Maintenance {
     } catch (error) {
       // After stop() the store may close under a batch in flight: nothing to report then.
       if (this.rt.running) this.rt.reportError(error, 'prune history');
+    }
+    return total;
+  }
+
+  /**
+   * Deletes signals nobody took past `signalRetention`, `SIGNAL_PRUNE_BATCH` per statement, until
+   * a batch comes back short. Several engines may prune at once: each deletes what is left.
+   */
+  async pruneSignals(): Promise<number> {
+    const { store, signalRetentionMs } = this.rt.options;
+    const waits = store.waits;
+    if (!waits) return 0;
+    let total = 0;
+    try {
+      for (let batch = 0; batch < PRUNE_BATCHES_PER_PASS && this.rt.running; batch++) {
+        const pruned = await waits.pruneSignals(signalRetentionMs, SIGNAL_PRUNE_BATCH);
+        total += pruned;
+        if (pruned < SIGNAL_PRUNE_BATCH) break;
+      }
+      this.rt.reportSuccess('prune signals');
+      if (total > 0) this.rt.emit('signals-pruned', { count: total });
+    } catch (error) {
+      // After stop() the store may close under a batch in flight: nothing to report then.
+      if (this.rt.running) this.rt.reportError(error, 'prune signals');
     }
     return total;
   }

@@ -11,8 +11,13 @@ import { consoleLogger } from '../logger.js';
 import { DEFAULT_RETRIES, DEFAULT_RETRY_POLICY, MAX_RETRIES, parseRetryPolicy } from '../retry.js';
 import { durationToMs, parseDuration } from '../schedule/iso8601.js';
 import type { HistoryKeep, HistorySettings, JobStore, RetryPolicy } from '../store.js';
+import { FLOW_TYPE } from './flow-model.js';
+import { runFlow } from './flow-run.js';
 import { type ResolvedRateLimit, resolveRateLimit } from './rate-limits.js';
 import type {
+  BatchHandler,
+  BatchHandlerDefinition,
+  BatchOptions,
   EngineOptions,
   HandlerDefinition,
   HistoryOptions,
@@ -47,8 +52,12 @@ const ENGINE_OPTION_KEYS = new Set([
   'clock',
   'logger',
   'history',
+  'signalRetention',
   'childRecheckMs',
 ]);
+
+/** Failed attempts a flow job (`$flow`) is allowed: it fails only when the store does. */
+const FLOW_RETRIES = 20;
 
 /** How often a parent parked for its children looks at them, by default (`childRecheckMs`). */
 export const DEFAULT_CHILD_RECHECK_MS = 60_000;
@@ -58,6 +67,8 @@ export const DEFAULT_HISTORY: Readonly<HistorySettings> = {
   keep: 'all',
   retentionMs: 7 * 24 * 3_600_000,
 };
+/** How long a signal nobody took is kept, unless the engine is told otherwise: a week. */
+export const DEFAULT_SIGNAL_RETENTION_MS = 7 * 24 * 3_600_000;
 const MIN_RETENTION_MS = 60_000;
 const MAX_RETENTION_MS = 3650 * 24 * 3_600_000;
 const HISTORY_KEEPS: readonly HistoryKeep[] = ['all', 'failed', 'none'];
@@ -73,6 +84,13 @@ export const DEFAULT_BATCH_LIMIT = 1_000;
  * average run time (`concurrency × PREFETCH_HORIZON_MS / runMs`).
  */
 export const PREFETCH_HORIZON_MS = 500;
+
+/** How long a batch waits to fill unless its handler says (`BatchOptions.waitMs`). */
+export const DEFAULT_BATCH_WAIT_MS = 20;
+/** The largest `BatchOptions.size`. */
+export const MAX_BATCH_SIZE = 1_000;
+/** The longest `BatchOptions.waitMs`. */
+export const MAX_BATCH_WAIT_MS = 60_000;
 
 /** Fastest idle poll for stores without notifications; doubles while idle up to `pollIntervalMs`. */
 export const MIN_POLL_MS = 25;
@@ -90,6 +108,18 @@ export interface ResolvedHandler {
   rateLimit?: ResolvedRateLimit;
   /** The type's time limit of a run (`HandlerDefinition.timeoutMs`). */
   timeoutMs?: number;
+  /**
+   * Set for a batch handler (`BatchHandlerDefinition`): its jobs are run in batches by
+   * `batches.ts`, and `handler` is never called.
+   */
+  batch?: ResolvedBatch;
+}
+
+/** A batch handler with its checked `BatchOptions`. */
+export interface ResolvedBatch {
+  handler: BatchHandler;
+  size: number;
+  waitMs: number;
 }
 
 /** Engine options after validation, with every default filled in. */
@@ -119,6 +149,8 @@ export interface ResolvedEngineOptions {
   history: HistorySettings;
   /** The caller gave `history` (a store without history then gets a warning). */
   historyGiven: boolean;
+  /** Signals nobody took are deleted after this many ms (`EngineOptions.signalRetention`). */
+  signalRetentionMs: number;
   /** A parent parked for its children looks at them again after this many ms at most. */
   childRecheckMs: number;
 }
@@ -187,7 +219,7 @@ export function resolveEngineOptions(options: EngineOptions): ResolvedEngineOpti
   const handlers = new Map<string, ResolvedHandler>();
   for (const [type, given] of Object.entries(options.handlers ?? {})) {
     // An `undefined` handler is refused by resolveHandler, with the type's name.
-    const definition = given as JobHandler | HandlerDefinition;
+    const definition = given as JobHandler | HandlerDefinition | BatchHandlerDefinition;
     // A handler's name is the job type it runs, checked as enqueue checks a type: a name no
     // store can hold (NUL stops every acquisition on PostgreSQL) fails here, not in the loop.
     assertText(type, 'handlers');
@@ -200,7 +232,21 @@ export function resolveEngineOptions(options: EngineOptions): ResolvedEngineOpti
         store,
       );
     }
+    if (resolved.batch && resolved.batch.size > concurrency) {
+      logger.warn(
+        `handlers.${type}.batch.size is ${resolved.batch.size}, over concurrency ${concurrency}: each job of a batch takes a slot, so batches hold at most ${concurrency} jobs`,
+        { type },
+      );
+    }
     handlers.set(type, resolved);
+  }
+  // Every engine that runs jobs on a store that can keep workflows waiting runs flow jobs too
+  // (`engine.flow`): a flow moves on wherever an engine is.
+  if (handlers.size > 0 && store.steps && store.waits && !handlers.has(FLOW_TYPE)) {
+    handlers.set(
+      FLOW_TYPE,
+      resolveHandler(FLOW_TYPE, { handler: runFlow as JobHandler, retries: FLOW_RETRIES }),
+    );
   }
   return {
     store,
@@ -222,6 +268,7 @@ export function resolveEngineOptions(options: EngineOptions): ResolvedEngineOpti
     clock,
     syncedClock,
     history: resolveHistory(options.history),
+    signalRetentionMs: resolveSignalRetention(options.signalRetention),
     historyGiven: options.history !== undefined,
     childRecheckMs: assertInteger(
       options.childRecheckMs ?? DEFAULT_CHILD_RECHECK_MS,
@@ -254,6 +301,19 @@ function nameList(value: readonly string[] | undefined | null, field: string): s
   return value.map((name, i) => assertText(name, `${field}.${i}`));
 }
 
+/** Checks `EngineOptions.signalRetention`: ms, the default when absent. */
+export function resolveSignalRetention(retention: string | undefined): number {
+  if (retention === undefined) return DEFAULT_SIGNAL_RETENTION_MS;
+  const ms = durationToMs(parseDuration(retention, 'signalRetention'));
+  if (ms < MIN_RETENTION_MS || ms > MAX_RETENTION_MS) {
+    throw new ValidationError(
+      'signalRetention',
+      `must be from PT1M to P3650D, got ${JSON.stringify(retention)}`,
+    );
+  }
+  return ms;
+}
+
 /** Checks `EngineOptions.history` and fills in its defaults. */
 export function resolveHistory(options: HistoryOptions | undefined): HistorySettings {
   if (options === undefined) return { ...DEFAULT_HISTORY };
@@ -282,7 +342,10 @@ export function resolveHistory(options: HistoryOptions | undefined): HistorySett
   return { keep, retentionMs };
 }
 
-function resolveHandler(type: string, definition: JobHandler | HandlerDefinition): ResolvedHandler {
+function resolveHandler(
+  type: string,
+  definition: JobHandler | HandlerDefinition | BatchHandlerDefinition,
+): ResolvedHandler {
   if (typeof definition === 'function') {
     return { handler: definition, policy: null, retries: undefined };
   }
@@ -294,14 +357,19 @@ function resolveHandler(type: string, definition: JobHandler | HandlerDefinition
   }
   assertKnownKeys(
     definition,
-    new Set(['handler', 'retry', 'retries', 'scopeLimit', 'rateLimit', 'timeoutMs']),
+    new Set(['handler', 'retry', 'retries', 'scopeLimit', 'rateLimit', 'timeoutMs', 'batch']),
     `handlers.${type}`,
   );
   const parsed = definition.retry
     ? parseRetryPolicy(definition.retry, `handlers.${type}.retry`)
     : null;
+  const batch =
+    definition.batch !== undefined
+      ? resolveBatch(type, definition as BatchHandlerDefinition)
+      : undefined;
   return {
-    handler: definition.handler,
+    handler: batch ? batchOnly(type) : (definition.handler as JobHandler),
+    ...(batch ? { batch } : {}),
     policy: parsed?.policy ?? null,
     retries:
       definition.retries !== undefined
@@ -327,5 +395,36 @@ function resolveHandler(type: string, definition: JobHandler | HandlerDefinition
             MAX_TIMEOUT_MS,
           ),
         }),
+  };
+}
+
+/** Checks `handlers.<type>.batch` (`BatchOptions`). */
+function resolveBatch(type: string, definition: BatchHandlerDefinition): ResolvedBatch {
+  const field = `handlers.${type}.batch`;
+  const options: BatchOptions | undefined = definition.batch;
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new ValidationError(
+      field,
+      `must be an object like { size: 100 }, got ${describe(options)}`,
+    );
+  }
+  assertKnownKeys(options, new Set(['size', 'waitMs']), field);
+  return {
+    handler: definition.handler,
+    size: assertInteger(options.size, `${field}.size`, 1, MAX_BATCH_SIZE),
+    waitMs:
+      options.waitMs === undefined
+        ? DEFAULT_BATCH_WAIT_MS
+        : assertInteger(options.waitMs, `${field}.waitMs`, 0, MAX_BATCH_WAIT_MS),
+  };
+}
+
+/** The single-job handler of a batch type: never called (`Dispatcher` runs batches). */
+function batchOnly(type: string): JobHandler {
+  return () => {
+    throw new JobsError(
+      'INVALID_STATE',
+      `[@jobs/core] handlers.${type} is a batch handler; it runs jobs in batches only`,
+    );
   };
 }

@@ -1,11 +1,13 @@
 /**
  * `engine.result(job)`: waits for a job — enqueued by any process, run by any — to finish, and
  * returns what its handler returned. It reads the store: the live job while it waits or runs,
- * then its history record (which keeps the result while history keeps completed jobs). The
+ * then its history record (which keeps the result while history keeps completed jobs; a child
+ * job completed in `ctx.transaction` is waited for until its handler returned its result). The
  * store's wake-ups cut the wait short where it has them; otherwise it polls, backing off from
  * 10 ms to half a second.
  */
 import { JobFailedError, JobsError, NotFoundError } from '../errors.js';
+import { isResultPending } from './child-outcomes.js';
 import type { EngineRuntime } from './runtime.js';
 import { assertInteger } from './validate.js';
 
@@ -28,19 +30,25 @@ export async function awaitResult(
     for (let poll = FIRST_POLL_MS; ; poll = Math.min(poll * 2, MAX_POLL_MS)) {
       const live = await store.getJob(id);
       if (live?.state === 'deadletter') throw new JobFailedError(id, 'deadletter', live.lastError);
+      let state: string = live?.state ?? '';
       if (!live) {
         const record = (await store.history?.get(id)) ?? null;
-        if (record?.outcome === 'completed') return record.result;
-        if (record) throw new JobFailedError(id, record.outcome, record.lastError);
-        throw new NotFoundError(
-          `job ${id} is neither waiting, running nor in history (did it exist? history keeps a completed job's result with history: { keep: 'all' })`,
-        );
+        if (record === null) {
+          throw new NotFoundError(
+            `job ${id} is neither waiting, running nor in history (did it exist? history keeps a completed job's result with history: { keep: 'all' })`,
+          );
+        }
+        if (record.outcome !== 'completed') {
+          throw new JobFailedError(id, record.outcome, record.lastError);
+        }
+        if (!isResultPending(record.result)) return record.result;
+        state = 'completed in ctx.transaction, its handler not returned yet';
       }
       const left = deadline - Date.now();
       if (left <= 0) {
         throw new JobsError(
           'TIMEOUT',
-          `job ${id} did not finish within ${timeoutMs} ms (it is ${live.state})`,
+          `job ${id} did not finish within ${timeoutMs} ms (it is ${state})`,
         );
       }
       await new Promise<void>((resolve) => {

@@ -10,6 +10,8 @@ export interface RunSteps {
   readonly done: Map<string, string>;
   /** The stored entries (`{ name, result, at, durationMs }` as JSON text), in order. */
   readonly entries: string[];
+  /** Key → the index of its entry in `entries` (found without parsing them). */
+  readonly positions: Map<string, number>;
   /** UTF-8 bytes of `entries`, joined. */
   bytes: number;
   /** How often each name was used in this run. */

@@ -26,6 +26,8 @@ export class EngineRuntime {
   /** The types' rate limits, kept in the store (`rate-limits.ts`). */
   readonly rateLimits: RateLimits;
   private readonly streaks: ErrorStreaks;
+  /** Writes made after a job's handler returned, outside the settle queue (see `afterwards`). */
+  private readonly lateWrites = new Set<Promise<unknown>>();
 
   constructor(readonly options: ResolvedEngineOptions) {
     this.events = new TypedEvents((error, event) =>
@@ -71,6 +73,27 @@ export class EngineRuntime {
   /** A store call of this kind worked: ends its error streak, if any. */
   reportSuccess(during: string): void {
     this.streaks.succeeded(during);
+  }
+
+  /**
+   * Runs `write` — a write that follows a job's end outside the settle queue: a parent's
+   * wake-up, a child's result sent after its `ctx.transaction`, a history record made true —
+   * so that `stop()` waits for it (`lateWritesDone`) and none lands after the caller closed or
+   * emptied the store. `write` reports its own errors.
+   */
+  afterwards(write: Promise<unknown>): void {
+    this.lateWrites.add(write);
+    void write.finally(() => this.lateWrites.delete(write)).catch(() => undefined);
+  }
+
+  /** Some write of `afterwards` is still running. */
+  get lateWriting(): boolean {
+    return this.lateWrites.size > 0;
+  }
+
+  /** Resolves once the writes of `afterwards`, and those they started, are done. */
+  async lateWritesDone(): Promise<void> {
+    while (this.lateWrites.size > 0) await Promise.allSettled([...this.lateWrites]);
   }
 
   reportLeaseLost(held: HeldJob): void {

@@ -76,18 +76,22 @@ export class SettleOutcomes {
       : held.job.steps;
     const isChild = parentOf(held.job) !== null;
     if (!isChild && pendingChildIds(steps).length === 0) return;
-    Promise.all([
-      cancelChildren(store, steps),
-      isChild ? childCancelled(store, held.job) : null,
-    ]).catch((error: unknown) => this.rt.reportError(error, 'cancel children'));
+    this.rt.afterwards(
+      Promise.all([
+        cancelChildren(store, steps),
+        isChild ? childCancelled(store, held.job) : null,
+      ]).catch((error: unknown) => this.rt.reportError(error, 'cancel children')),
+    );
   }
 
   /** Child jobs ended (completed, dead-lettered): their parents are woken when they were the last. */
   private childrenEnded(ended: HeldJob[]): void {
     if (ended.length === 0) return;
     const children = ended.map((held) => held.job);
-    wakeParentsIfDone(this.rt.options.store, children).catch((error: unknown) =>
-      this.rt.reportError(error, 'wake parent'),
+    this.rt.afterwards(
+      wakeParentsIfDone(this.rt.options.store, children).catch((error: unknown) =>
+        this.rt.reportError(error, 'wake parent'),
+      ),
     );
   }
 

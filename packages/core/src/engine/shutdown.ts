@@ -45,6 +45,8 @@ export class Shutdown {
     private readonly settlement: Drain,
     private readonly leases: LeaseRenewal,
     private readonly startMarks: StartMarks,
+    /** Calls the batches being filled (`batches.ts`): nothing more joins them now. */
+    private readonly callOpenBatches: () => void = () => {},
   ) {}
 
   /** Runs the shutdown of an engine whose state is already `stopping`. */
@@ -59,6 +61,8 @@ export class Shutdown {
     this.releaseBuffered();
     // Jobs whose start is being recorded are given back when the store answers.
     await before(this.startMarks.idle(), started + STORE_GRACE_MS);
+    // Their jobs run (they started); with acquisition stopped their batches cannot fill.
+    this.callOpenBatches();
 
     let orphans = 0;
     if (jobs.executing > 0 && !(await this.waitForIdle(handlersDeadline - Date.now()))) {
@@ -75,13 +79,26 @@ export class Shutdown {
       }
       if (!(await this.waitForIdle(SHUTDOWN_GRACE_MS))) orphans = jobs.executing;
     }
-    if (!(await before(this.settlement.flushUntilEmpty(deadline), deadline))) {
+    // The last settles, and the writes that follow jobs' ends outside them (a child's result,
+    // sent before its completion is queued; parents' wake-ups after it): a caller that closes or
+    // empties the store once stop() returned must not have them land afterwards.
+    let flushed: boolean;
+    do {
+      await before(this.rt.lateWritesDone(), deadline);
+      flushed = await before(this.settlement.flushUntilEmpty(deadline), deadline);
+    } while (flushed && this.rt.lateWriting && Date.now() < deadline);
+    if (!flushed) {
       options.logger.warn('the store did not take the last writes before stop() returned', {
         pending: this.settlement.pendingCount,
       });
     }
     // Reads that decide how an uncertain settle is reported, before the caller closes the store.
     await before(this.settlement.uncertainSettlesChecked(), deadline);
+    if (!(await before(this.rt.lateWritesDone(), deadline))) {
+      options.logger.warn(
+        'writes that follow finished jobs were still running when stop() returned',
+      );
+    }
     // What the store has not taken yet is retried in the background for as long as the leases
     // may be live, without keeping the process alive.
     this.settlement.detach();

@@ -38,6 +38,7 @@ export function runStepsOf(job: Job): RunSteps {
   const steps: RunSteps = {
     done: new Map(),
     entries: [],
+    positions: new Map(),
     bytes: 0,
     counts: new Map(),
     chain: Promise.resolve(),
@@ -47,6 +48,7 @@ export function runStepsOf(job: Job): RunSteps {
     const result = JSON.stringify(step.result ?? null);
     const entry = entryText(step.name, result, step.at.getTime(), step.durationMs);
     steps.done.set(step.name, result);
+    steps.positions.set(step.name, steps.entries.length);
     steps.entries.push(entry);
     steps.bytes += Buffer.byteLength(entry, 'utf8') + 1;
   }
@@ -159,6 +161,7 @@ export async function runStep<T>(
   if (stored !== undefined) return JSON.parse(stored) as T;
 
   if (transaction) {
+    refuseNestedTransaction(held, `ctx.step "${key}" with transaction: true`);
     // One at a time: two transactions of one job would each write the list without the other.
     return serially(steps, () => stepInTransaction(rt, held, abort, key, fn));
   }
@@ -199,6 +202,7 @@ async function stepInTransaction<T>(
   const started = Date.now();
   let text = '';
   let entry = '';
+  held.openTransaction = `ctx.step "${key}" with transaction: true`;
   try {
     await (storeSteps(rt).saveInTransaction as NonNullable<StoreSteps['saveInTransaction']>)(
       held.ref,
@@ -216,9 +220,24 @@ async function stepInTransaction<T>(
       throw new LockLostError(held.job.id, lostMessage(held, key));
     }
     throw error;
+  } finally {
+    held.openTransaction = undefined;
   }
   record(steps, key, text, entry);
   return JSON.parse(text) as T;
+}
+
+/**
+ * Refuses a store transaction opened inside another of the same job: the inner one would wait
+ * for the outer one, which waits for it (one write transaction at a time on SQLite; transaction
+ * steps of a job one at a time everywhere), or commit on its own beside it.
+ */
+export function refuseNestedTransaction(held: HeldJob, what: string): void {
+  if (held.openTransaction === undefined) return;
+  throw new JobsError(
+    'INVALID_STATE',
+    `[@jobs/core] ${what}: job ${held.job.id} is inside ${held.openTransaction} already; a store transaction inside another would wait for itself — write through the outer transaction's handle`,
+  );
 }
 
 /** The store's `steps` ability, checked by `runStep` before any step runs. */
@@ -297,16 +316,19 @@ export function listWith(steps: RunSteps, key: string, entry: string): string {
 
 function record(steps: RunSteps, key: string, text: string, entry: string): void {
   steps.done.set(key, text);
+  steps.positions.set(key, steps.entries.length);
   steps.entries.push(entry);
   steps.bytes += Buffer.byteLength(entry, 'utf8') + 1;
 }
 
-/** The run's step list with `key`'s entry set to `entry` (replaced, or added at the end). */
+/**
+ * The run's step list with `key`'s entry set to `entry` (replaced, or added at the end). Its
+ * place comes from `positions`: a flow of a thousand nodes sets a thousand checkpoints, and
+ * finding each by parsing the entries made that quadratic.
+ */
 export function listSetting(steps: RunSteps, key: string, entry: string): string {
-  const index = steps.entries.findIndex(
-    (text) => (JSON.parse(text) as { name: string }).name === key,
-  );
-  if (index < 0) return listWith(steps, key, entry);
+  const index = steps.positions.get(key);
+  if (index === undefined) return listWith(steps, key, entry);
   const entries = [...steps.entries];
   entries[index] = entry;
   return `[${entries.join(',')}]`;
@@ -314,9 +336,13 @@ export function listSetting(steps: RunSteps, key: string, entry: string): string
 
 /** Records a written checkpoint of `key` in the run's steps (replacing an earlier one). */
 export function recordSetting(steps: RunSteps, key: string, text: string, entry: string): void {
-  const index = steps.entries.findIndex((e) => (JSON.parse(e) as { name: string }).name === key);
-  if (index >= 0) steps.entries[index] = entry;
-  else steps.entries.push(entry);
+  const index = steps.positions.get(key);
+  if (index === undefined) {
+    record(steps, key, text, entry);
+    return;
+  }
+  steps.bytes +=
+    Buffer.byteLength(entry, 'utf8') - Buffer.byteLength(steps.entries[index] ?? '', 'utf8');
+  steps.entries[index] = entry;
   steps.done.set(key, text);
-  steps.bytes = steps.entries.reduce((n, e) => n + Buffer.byteLength(e, 'utf8') + 1, 0);
 }

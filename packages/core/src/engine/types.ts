@@ -160,6 +160,43 @@ export interface JobContext {
     payload?: unknown,
     options?: Omit<EnqueueJobOptions, 'tx' | 'key' | 'keyMode'>,
   ): Promise<T>;
+  /**
+   * For a node of a flow (`engine.flow`, `engine.batch`): the flow's id, this node's name and
+   * its parents' results by name; with `after: 'finished'` (a batch's callback) also how its
+   * parents ended (`ended`). Null for a job that is not a flow node.
+   *
+   * @example
+   * handlers: { ship: async (job, ctx) => ship((ctx.flow?.parents.pack as { box: string }).box) }
+   */
+  readonly flow: FlowContext | null;
+}
+
+/** `ctx.flow` of a flow node's handler. */
+export interface FlowContext {
+  /** The flow's id (its flow job's id). */
+  id: string;
+  /** This node's name. */
+  node: string;
+  /** The results of this node's completed parents, by name. */
+  parents: Record<string, unknown>;
+  /** With `after: 'finished'`: how its parents ended; else null. */
+  ended: FlowTally | null;
+}
+
+/** How the parents of a node with `after: 'finished'` ended (a batch callback's counts). */
+export interface FlowTally {
+  completed: number;
+  deadlettered: number;
+  cancelled: number;
+  /** Parents never started because one of theirs did not complete. */
+  skipped: number;
+  /** Every parent that did not complete: its node, job id (null when skipped), outcome, error. */
+  failures: Array<{
+    node: string;
+    id: string | null;
+    outcome: 'deadletter' | 'cancelled' | 'skipped';
+    error: JobError | null;
+  }>;
 }
 
 /**
@@ -207,6 +244,76 @@ export interface HandlerDefinition<P = unknown, R = unknown> {
    * handlers: { report: { handler, rateLimit: { max: 10, perMs: 1000, key: (job) => job.tenantId ?? '-' } } }
    */
   rateLimit?: RateLimit;
+  /** Only on a `BatchHandlerDefinition` (its handler takes jobs in batches). */
+  batch?: undefined;
+}
+
+/** How a batch handler's calls are filled (`BatchHandlerDefinition.batch`). */
+export interface BatchOptions {
+  /** The most jobs in one call: an integer from 1 to 1000. */
+  size: number;
+  /**
+   * How long the first job of a batch waits for more to join before the call is made with
+   * what joined, in ms (0 to 60 000; default `DEFAULT_BATCH_WAIT_MS`, 20). A full batch is
+   * called at once; a job is never held back longer than this.
+   */
+  waitMs?: number;
+}
+
+/**
+ * What a batch handler gives back for one job of its batch: the job's result, or an `Error`
+ * to fail that job (retried under its own retry rule; an `UnrecoverableError` dead-letters
+ * it). A job's result therefore cannot be an `Error` instance.
+ */
+export type BatchOutcome<R = unknown> = R | Error;
+
+/** What a batch handler gets besides its jobs. */
+export interface BatchContext {
+  /**
+   * Aborted once every job of the batch is aborted (leases lost, cancelled, time limits, or
+   * `stop()` timed out): the whole call can stop. Use `signalOf(job)` to stop work on one job.
+   */
+  signal: AbortSignal;
+  /**
+   * One job's signal, as `ctx.signal` is for a single run: aborted when its lease is lost,
+   * an operator cancelled it (`CancelledError`), its time limit passed, or `stop()` timed out.
+   * Its outcome is then decided as for a single run (a cancelled job ends `cancelled`,
+   * whatever the handler returns for it). Throws for a job that is not in this batch.
+   */
+  // biome-ignore lint/suspicious/noExplicitAny: handlers choose their payload type
+  signalOf(job: Job<any>): AbortSignal;
+  /** The engine's logger. */
+  log: Logger;
+}
+
+/**
+ * A batch handler: runs up to `batch.size` jobs of its type in one call and returns one
+ * outcome per job, in the order given (`BatchOutcome`). A thrown error, or an answer that is
+ * not an array of exactly one outcome per job, fails every job of the batch.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: handlers choose their payload type
+export type BatchHandler<P = any, R = unknown> = (
+  jobs: Job<P>[],
+  ctx: BatchContext,
+) => readonly BatchOutcome<R>[] | Promise<readonly BatchOutcome<R>[]>;
+
+/**
+ * A handler that takes the jobs of its type in batches: up to `batch.size` leased jobs in one
+ * call, waiting at most `batch.waitMs` for a batch to fill. Each job keeps its own lease,
+ * token, attempts, cancel request, time limit and retry rule, and settles exactly as a single
+ * run would (history, events, hooks). Every job of a batch takes one slot of `concurrency`, so
+ * a batch holds at most `concurrency` jobs: give `concurrency >= batch.size`.
+ *
+ * @example
+ * handlers: { index: { batch: { size: 100 }, handler: async (jobs, ctx) => {
+ *   const ok = await search.bulkIndex(jobs.map((job) => job.payload), { signal: ctx.signal });
+ *   return ok.map((indexed) => (indexed ? true : new Error('not indexed')));
+ * } } }
+ */
+export interface BatchHandlerDefinition<P = unknown, R = unknown>
+  extends Omit<HandlerDefinition<P, R>, 'handler' | 'batch'> {
+  batch: BatchOptions;
+  handler: BatchHandler<P, R>;
 }
 
 /** `ctx.log`: a function that writes a line to the job's log, and a `Logger`. */
@@ -228,6 +335,8 @@ export interface Logger {
 export interface JobTypeSpec {
   payload?: unknown;
   result?: unknown;
+  /** The type's handler takes its jobs in batches (`BatchHandlerDefinition`). */
+  batch?: boolean;
 }
 
 /**
@@ -252,16 +361,44 @@ export type ResultOf<Jobs, T extends keyof Jobs> = Jobs[T] extends { result: inf
 export type JobOf<Jobs, T extends JobTypeOf<Jobs>> = Job<PayloadOf<Jobs, T>> & { type: T };
 
 /**
+ * Marks a plain handler function as not a batch definition, so TypeScript types a handler's
+ * parameters from `handlers`' type alone (a batch handler's need annotations).
+ */
+export interface NotABatch {
+  batch?: undefined;
+}
+
+/**
  * The handlers of a job map: each type's handler gets its payload and returns its result. A
  * map without types (`object`, as generic code sees the engine) takes any handlers.
  */
 export type HandlersOf<Jobs> = [JobTypeOf<Jobs>] extends [never]
-  ? HandlersOf<AnyJobs>
-  : {
-      [T in JobTypeOf<Jobs>]?:
-        | JobHandler<PayloadOf<Jobs, T>, ResultOf<Jobs, T>>
-        | HandlerDefinition<PayloadOf<Jobs, T>, ResultOf<Jobs, T>>;
-    };
+  ? // An index signature, not an optional mapped type: its values' union has no `undefined`,
+    // so TypeScript tells a definition from a batch definition and types a handler's parameters.
+    { [type: string]: AnyHandlerOf<AnyJobs, string> }
+  : string extends JobTypeOf<Jobs>
+    ? { [type: string]: AnyHandlerOf<Jobs, string> }
+    : { [T in JobTypeOf<Jobs>]?: HandlerOf<Jobs, T> };
+
+/**
+ * What `handlers` takes for job type `T` of a typed job map: a handler or a definition, or a
+ * `BatchHandlerDefinition` when the map marks the type `batch: true` (one shape per type, so
+ * TypeScript types the handler's parameters either way).
+ */
+export type HandlerOf<Jobs, T extends keyof Jobs> = Jobs[T] extends { batch: true }
+  ? BatchHandlerDefinition<PayloadOf<Jobs, T>, ResultOf<Jobs, T>>
+  :
+      | JobHandler<PayloadOf<Jobs, T>, ResultOf<Jobs, T>>
+      | HandlerDefinition<PayloadOf<Jobs, T>, ResultOf<Jobs, T>>;
+
+/**
+ * What an untyped engine's `handlers` takes: a handler, a definition or a batch definition
+ * (annotate a batch handler's parameters: `(jobs: Job[], ctx: BatchContext)`).
+ */
+export type AnyHandlerOf<Jobs, T extends keyof Jobs> =
+  | (JobHandler<PayloadOf<Jobs, T>, ResultOf<Jobs, T>> & NotABatch)
+  | HandlerDefinition<PayloadOf<Jobs, T>, ResultOf<Jobs, T>>
+  | BatchHandlerDefinition<PayloadOf<Jobs, T>, ResultOf<Jobs, T>>;
 
 /**
  * Engine options. `Jobs`, the job map (see `JobEngine`), types the handlers; untyped by default.
@@ -322,6 +459,14 @@ export interface EngineOptions<Jobs extends object = AnyJobs> {
    * one process at a time. A store without history (`JobStore.configureHistory`) keeps none.
    */
   history?: HistoryOptions;
+  /**
+   * How long a signal nobody took (`engine.signal` before any `ctx.waitFor` for its name and
+   * key) is kept for a wait that begins later: an ISO-8601 duration from `PT1M` to `P3650D`,
+   * default `'P7D'`. Engines delete older ones in the background every few minutes, in small
+   * batches (`signals-pruned` event). A job already waiting is never affected: a signal for it
+   * is taken at once.
+   */
+  signalRetention?: string;
   /**
    * A parent parked for its child jobs (`ctx.run`) is woken by the last of them to end; should
    * that wake-up be lost (the process that settled the child died first), the parent looks at
@@ -437,6 +582,29 @@ export interface EngineHooks {
     step: { readonly name: string; readonly transaction: boolean; readonly replayed: boolean },
     next: () => Promise<unknown>,
   ): Promise<unknown>;
+  /**
+   * Around each `ctx.sleep`, `ctx.waitFor` and `ctx.run` call: `next()` resolves to what the
+   * call returns in this run — at once when an earlier run's checkpoint answers it
+   * (`wait.replayed`), or after the signal was taken or the child's result read — or rejects:
+   * with the engine's park when the job now waits (`isParked(error)`: the run ends there, not
+   * a failure), or with the call's error. `wait.name` is the checkpoint's key (`name#2` for a
+   * repeated name); `wait.signal` the signal's name (`waitFor`), `wait.childType` the child's
+   * type (`run`).
+   */
+  wait?(job: Job, wait: WaitCall, next: () => Promise<unknown>): Promise<unknown>;
+}
+
+/** A `ctx.sleep`, `ctx.waitFor` or `ctx.run` call, as an `EngineHooks.wait` hook sees it. */
+export interface WaitCall {
+  readonly kind: 'sleep' | 'waitFor' | 'run';
+  /** The checkpoint's key: the name given, `name#2` for its second use in a run. */
+  readonly name: string;
+  /** An earlier run's checkpoint answers the call: nothing waits. */
+  readonly replayed: boolean;
+  /** `waitFor`: the signal's name. */
+  readonly signal?: string;
+  /** `run`: the child's job type. */
+  readonly childType?: string;
 }
 
 export interface EngineEvents {
@@ -472,6 +640,8 @@ export interface EngineEvents {
   'unhandled-jobs': { types: OverdueType[] };
   /** History records past the retention were deleted (a pruning pass of this engine). */
   'history-pruned': { count: number };
+  /** Signals nobody took, older than `signalRetention`, were deleted (a pass of this engine). */
+  'signals-pruned': { count: number };
 }
 
 export type EngineEventName = keyof EngineEvents;

@@ -15,7 +15,10 @@ import {
 import { checkPayload } from './payload-check.js';
 import type { EnqueueJobOptions } from './types.js';
 
-const ENQUEUE_OPTION_KEYS = new Set<keyof EnqueueJobOptions>([
+/** The options `enqueue` takes (a flow node takes them too, but for its key and run time). */
+export const ENQUEUE_OPTION_KEYS: ReadonlySet<keyof EnqueueJobOptions> = new Set<
+  keyof EnqueueJobOptions
+>([
   'runAt',
   'delayMs',
   'retries',

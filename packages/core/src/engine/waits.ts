@@ -13,7 +13,9 @@ import { JobsError, LockLostError, ValidationError } from '../errors.js';
 import { durationToMs, parseDuration } from '../schedule/iso8601.js';
 import type { StoreWaits } from '../store.js';
 import type { HeldJob, JobAbort } from './held-jobs.js';
+import { callThrough } from './hooks.js';
 import { jsonText, UNSTORABLE_IN_JSON } from './payload-check.js';
+import type { RunSteps } from './run-steps.js';
 import type { EngineRuntime } from './runtime.js';
 import {
   assertCheckpointName,
@@ -26,6 +28,7 @@ import {
   recordSetting,
   serially,
 } from './steps.js';
+import type { WaitCall } from './types.js';
 
 /** The longest sleep, in ms (about 100 years): a due time every database stores. */
 export const MAX_SLEEP_MS = 100 * 365 * 86_400_000;
@@ -40,6 +43,30 @@ export class WaitInterrupt extends Error {
     super(`job ${jobId} sleeps ("${name}"): this run ends here and the job runs again later`);
     this.name = 'WaitInterrupt';
   }
+}
+
+/**
+ * True for the engine's park: what `ctx.sleep`, `ctx.waitFor` and `ctx.run` throw when the job
+ * now waits and this run ends (not a failure). For instrumentation (`EngineHooks.wait`) and
+ * handlers that catch everything: rethrow it.
+ *
+ * @example
+ * try { await ctx.run('label', 'make-label', payload); }
+ * catch (error) { if (isParked(error)) throw error; // … }
+ */
+export function isParked(error: unknown): boolean {
+  return error instanceof WaitInterrupt;
+}
+
+/** Calls `inner` through the engine's `wait` hooks, when there are any. */
+export function aroundWait<T>(
+  rt: EngineRuntime,
+  held: HeldJob,
+  call: WaitCall,
+  inner: () => Promise<T>,
+): Promise<T> {
+  if (rt.hooks.wait.length === 0) return inner();
+  return callThrough(rt.hooks.wait, [held.job, call], inner) as Promise<T>;
 }
 
 /** A sleep's length in ms from a number of ms, an ISO-8601 duration (`'PT1H'`) or a `Date`. */
@@ -83,6 +110,21 @@ export async function runSleep(
     );
   }
   const { steps, key, stored } = nextCheckpoint(held, name, 'ctx.sleep', ` (sleep "${name}")`);
+  const replayed = stored !== undefined && (wakeTime(stored) ?? Number.POSITIVE_INFINITY) <= now;
+  return aroundWait(rt, held, { kind: 'sleep', name: key, replayed }, () =>
+    sleepFrom(rt, held, abort, { steps, key, stored }, now, ms),
+  );
+}
+
+/** `runSleep` once its checkpoint was found: returns, or parks the job. */
+async function sleepFrom(
+  rt: EngineRuntime,
+  held: HeldJob,
+  abort: JobAbort,
+  { steps, key, stored }: { steps: RunSteps; key: string; stored: string | undefined },
+  now: number,
+  ms: number,
+): Promise<void> {
   if (stored !== undefined) {
     const until = wakeTime(stored);
     if (until === null) {
@@ -117,6 +159,12 @@ function interrupt(
   assertLive(rt, held, abort);
   held.wait = { name: key, until, delayMs, stepsJson };
   throw new WaitInterrupt(held.job.id, key);
+}
+
+/** A stored wait's result is its signal (or its timeout): the wait is over. */
+function isSignalResult(resultJson: string): boolean {
+  const result = JSON.parse(resultJson) as unknown;
+  return typeof result === 'object' && result !== null && '$signal' in result;
 }
 
 /** A stored sleep's wake time (epoch ms), or null for a step that is not a sleep. */
@@ -229,7 +277,27 @@ export async function runWaitFor<T>(
     );
   }
   const waits = storeWaits(rt, 'ctx.waitFor');
-  const { steps, key: stepKey, stored } = nextCheckpoint(held, name, 'ctx.waitFor', '');
+  const checkpoint = nextCheckpoint(held, name, 'ctx.waitFor', '');
+  const replayed = checkpoint.stored !== undefined && isSignalResult(checkpoint.stored);
+  return aroundWait(
+    rt,
+    held,
+    { kind: 'waitFor', name: checkpoint.key, replayed, signal: name },
+    () => waitFrom<T>(rt, held, abort, waits, checkpoint, name, key, timeoutMs),
+  );
+}
+
+/** `runWaitFor` once its checkpoint was found: the payload, null (timed out), or a park. */
+async function waitFrom<T>(
+  rt: EngineRuntime,
+  held: HeldJob,
+  abort: JobAbort,
+  waits: StoreWaits,
+  { steps, key: stepKey, stored }: { steps: RunSteps; key: string; stored: string | undefined },
+  name: string,
+  key: string,
+  timeoutMs: number,
+): Promise<T | null> {
   const { clock } = rt.options;
   let until: number | null = null;
   if (stored !== undefined) {

@@ -126,6 +126,12 @@ export interface SqlSyntax {
 export interface SqlTraits {
   /** `UPDATE/DELETE … RETURNING` works (PostgreSQL, SQLite; not MySQL/MariaDB). */
   readonly returning: boolean;
+  /**
+   * A single-table `DELETE … LIMIT ?` works, and beats deleting by ids read in a
+   * derived table (MySQL/MariaDB, which answer that by scanning the whole table). Absent: no
+   * such statement (PostgreSQL; SQLite without its compile option).
+   */
+  readonly deleteLimit?: boolean;
   /** The store's `StoreCapabilities.batchLimit` unless the store says otherwise. */
   readonly batchLimit?: number;
   /** True for the database's duplicate-key error, however a driver wrapped it. */

@@ -117,3 +117,25 @@ export function outcome(rows: SqlRow[], affected: number, insertId: unknown = nu
     insertId: insertId === null || insertId === undefined ? null : String(insertId),
   };
 }
+
+/**
+ * Runs work one piece at a time, in the order it came: an executor's transactions on a connection
+ * that holds one at a time (a file's second connection, or TypeORM's one QueryRunner on SQLite).
+ */
+export class OneAtATime {
+  private last: Promise<void> = Promise.resolve();
+
+  async run<T>(work: () => Promise<T>): Promise<T> {
+    const previous = this.last;
+    let done = (): void => {};
+    this.last = new Promise((resolve) => {
+      done = resolve;
+    });
+    try {
+      await previous;
+      return await work();
+    } finally {
+      done();
+    }
+  }
+}

@@ -31,3 +31,4 @@ export * from './sql-store.js';
 export * from './sqlite-executor.js';
 export * from './store-options.js';
 export * from './tables.js';
+export * from './wake-waiter.js';

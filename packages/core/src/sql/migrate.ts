@@ -14,6 +14,7 @@ import { StoreError } from '../errors.js';
 import type { Operation } from './executor.js';
 import type { Migration } from './migration.js';
 import type { SqlEnv } from './operations/env.js';
+import type { SqlRow } from './rows.js';
 
 export type { Migration } from './migration.js';
 
@@ -110,15 +111,39 @@ export function migrationSql(c: SqlEnv): string {
 }
 
 /**
+ * True for a driver's "no such table" error: PostgreSQL 42P01 (or 3F000, no such schema), MySQL
+ * and MariaDB 1146, SQLite's message. A database never migrated answers so; a timeout or a
+ * refused connection does not.
+ */
+export function isMissingTableError(error: unknown): boolean {
+  if (error === null || typeof error !== 'object') return false;
+  const { code, errno, message } = error as { code?: unknown; errno?: unknown; message?: unknown };
+  return (
+    code === '42P01' ||
+    code === '3F000' ||
+    code === 'ER_NO_SUCH_TABLE' ||
+    errno === 1146 ||
+    (typeof message === 'string' && /no such table/i.test(message))
+  );
+}
+
+/**
  * The schema's version (the newest applied migration), or null when the version table does not
- * exist or cannot be read; see `JobStore.verifySchema`.
+ * exist; see `JobStore.verifySchema`. Any other error (the database unreachable, a timeout) is
+ * thrown as it came.
  */
 export function* schemaVersion(c: SqlEnv): Operation<number | null> {
   const d = c.d;
-  const rows = (yield {
-    sql: d.sql(`SELECT MAX("version") AS "version" FROM ${d.table('migrations')}`),
-    params: [],
-  }).rows;
+  let rows: SqlRow[];
+  try {
+    rows = (yield {
+      sql: d.sql(`SELECT MAX("version") AS "version" FROM ${d.table('migrations')}`),
+      params: [],
+    }).rows;
+  } catch (error) {
+    if (isMissingTableError(error)) return null;
+    throw error;
+  }
   const version = rows[0]?.version;
   return version === null || version === undefined ? null : Number(version);
 }

@@ -168,6 +168,7 @@ export class SqlJobStore implements JobStore {
   readonly waits: StoreWaits = {
     sleep: (ref, stepsJson, delayMs) => this.sleepHeld(ref, stepsJson, delayMs),
     signal: (name, key, payloadJson) => this.signal(name, key, payloadJson),
+    pruneSignals: (retentionMs, limit) => this.pruneSignals(retentionMs, limit),
     takeSignal: (ref, name, key, stepsJsonOf) => this.takeSignal(ref, name, key, stepsJsonOf),
     waitSignal: (ref, name, key, stepsJson, timeoutMs) =>
       this.waitSignal(ref, name, key, stepsJson, timeoutMs),
@@ -277,16 +278,11 @@ export class SqlJobStore implements JobStore {
    */
   async verifySchema(): Promise<void> {
     const newest = Math.max(0, ...this.dialect.migrations.map((m) => m.version));
-    let version: number | null;
-    try {
-      version = await this.run('verifySchema', () => schemaVersion(this.context), {
-        transaction: false,
-      });
-    } catch (error) {
-      // No version table (a database never migrated) reads as an error on every database.
-      if (this.closed) throw error;
-      version = null;
-    }
+    // Null when there is no version table (a database never migrated); a database that cannot
+    // be reached fails here as what it is, not as a missing migration.
+    const version = await this.run('verifySchema', () => schemaVersion(this.context), {
+      transaction: false,
+    });
     if (version !== null && version >= newest) return;
     const found =
       version === null ? 'has no @jobs tables yet' : `is at schema version ${version} of ${newest}`;
@@ -529,6 +525,14 @@ export class SqlJobStore implements JobStore {
       options,
     );
     await this.run('signal', () => waits.wakeWaiters(this.context, name, key), options);
+  }
+
+  /** See `StoreWaits.pruneSignals`: one statement, a small batch. */
+  protected pruneSignals(retentionMs: number, limit: number): Promise<number> {
+    return this.run('pruneSignals', () => waits.pruneSignals(this.context, retentionMs, limit), {
+      transaction: false,
+      lockRetries: LOCK_RETRIES,
+    });
   }
 
   /** See `StoreWaits.takeSignal`: one transaction, fenced by the token. */

@@ -15,6 +15,7 @@ export { SQLITE_LOCAL_WAKE };
 import {
   driveSync,
   type Executor,
+  OneAtATime,
   type Operation,
   type Query,
   type QueryOutcome,
@@ -66,8 +67,9 @@ export class SqliteSyncExecutor implements Executor {
   protected readonly label: string;
   /** The connection handlers' transactions run on, opened on first use. */
   private handlerDb: { db: SqliteFileConnection; runner: SqliteSyncRunner } | null = null;
-  /** Handlers' transactions, one at a time; the store's own work waits while one is open. */
-  private handlerTurn: Promise<void> = Promise.resolve();
+  /** The store's transactions (`ctx.transaction`, transactional steps), one at a time. */
+  protected readonly transactionTurns = new OneAtATime();
+  /** Open while a handler's transaction is: the store's own work waits for it. */
   private handlerOpen: Promise<void> | null = null;
 
   constructor(protected readonly options: SqliteExecutorOptions) {
@@ -127,41 +129,36 @@ export class SqliteSyncExecutor implements Executor {
         `[${this.label}] ctx.transaction needs a database file the store can open a second connection to`,
       );
     }
-    const previous = this.handlerTurn;
-    let done = (): void => {};
-    this.handlerTurn = new Promise((resolve) => {
-      done = resolve;
-    });
-    await previous;
-    while (this.handlerOpen) await this.handlerOpen;
-    let opened = (): void => {};
-    this.handlerOpen = new Promise((resolve) => {
-      opened = resolve;
-    });
-    try {
-      if (!this.handlerDb) {
-        const db = openConnection();
-        this.handlerDb = { db, runner: new SqliteSyncRunner(() => db) };
-      }
-      const { db, runner } = this.handlerDb;
-      runner.execute(BEGIN, db);
+    return this.transactionTurns.run(async () => {
+      while (this.handlerOpen) await this.handlerOpen;
+      let opened = (): void => {};
+      this.handlerOpen = new Promise((resolve) => {
+        opened = resolve;
+      });
       try {
-        const result = await work(db, async (op) =>
-          driveSync(op, (query) =>
-            query === SQLITE_LOCAL_WAKE ? NOT_SENT : runner.execute(query),
-          ),
-        );
-        runner.execute(COMMIT, db);
-        return result;
-      } catch (error) {
-        if (db.inTransaction) runner.execute(ROLLBACK, db);
-        throw error;
+        if (!this.handlerDb) {
+          const db = openConnection();
+          this.handlerDb = { db, runner: new SqliteSyncRunner(() => db) };
+        }
+        const { db, runner } = this.handlerDb;
+        runner.execute(BEGIN, db);
+        try {
+          const result = await work(db, async (op) =>
+            driveSync(op, (query) =>
+              query === SQLITE_LOCAL_WAKE ? NOT_SENT : runner.execute(query),
+            ),
+          );
+          runner.execute(COMMIT, db);
+          return result;
+        } catch (error) {
+          if (db.inTransaction) runner.execute(ROLLBACK, db);
+          throw error;
+        }
+      } finally {
+        this.handlerOpen = null;
+        opened();
       }
-    } finally {
-      this.handlerOpen = null;
-      opened();
-      done();
-    }
+    });
   }
 
   async close(): Promise<void> {

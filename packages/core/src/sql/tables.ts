@@ -204,6 +204,7 @@ const LISTINGS: Record<TableDatabase, Record<TableDescription['table'], Listing>
       constraints: [
         '{p}jobs_signals_key (name, signal_key, id)',
         '{p}jobs_signals_waiter (waiter_id)',
+        '{p}jobs_signals_prune (created_at, id) WHERE waiter_id IS NULL',
       ],
     },
   },
@@ -268,6 +269,7 @@ const LISTINGS: Record<TableDatabase, Record<TableDescription['table'], Listing>
       constraints: [
         'ix_jobs_signals_key (name, signal_key, id)',
         'ix_jobs_signals_waiter (waiter_id)',
+        'ix_jobs_signals_prune (waiter_id, created_at, id)',
       ],
     },
   },
@@ -328,6 +330,7 @@ const LISTINGS: Record<TableDatabase, Record<TableDescription['table'], Listing>
       constraints: [
         '{p}jobs_signals_key_idx (name, signal_key, id)',
         '{p}jobs_signals_waiter_idx (waiter_id)',
+        '{p}jobs_signals_prune_idx (created_at, id) WHERE waiter_id IS NULL',
       ],
     },
   },

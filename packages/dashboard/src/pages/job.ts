@@ -1,11 +1,13 @@
 /**
  * Job detail: payload as pretty JSON, a timeline, attempts, the last error with its stack,
  * progress and lease, what it waits for (`ctx.sleep`, `ctx.waitFor`), its log and its durable
- * steps (`ctx.step`); actions retry, delete, cancel, suspend/activate (with confirmation).
+ * steps (`ctx.step`), its child jobs (`ctx.run`) and, for a flow job or a flow node, the flow as a
+ * graph (`graph.ts`); actions retry, delete, cancel, suspend/activate (with confirmation).
  */
 import { isWaitingState, type Job, type JobHistoryRecord } from '@jobs/core';
 import { actionForm, href, type PageRequest } from '../context.js';
 import { clip, prettyJson, timeCell, utc } from '../format.js';
+import { flowGraph } from '../graph.js';
 import { html, type SafeHtml } from '../html.js';
 import { badge, page } from '../layout.js';
 import { findJob } from '../reads.js';
@@ -17,6 +19,7 @@ import {
   scopeLimitText,
   shellWord,
 } from '../text.js';
+import { FLOW_META, FLOW_TYPE } from './flows.js';
 
 /** The live job, or its history record once it finished. */
 type Found = Job | JobHistoryRecord;
@@ -302,10 +305,79 @@ function contentCards(job: Found): SafeHtml[] {
   return cards;
 }
 
+/** Children read per page at most (one read each, by id); the rest are listed by id only. */
+export const CHILDREN_READ = 100;
+
+interface ChildCheckpoint {
+  step: string;
+  id: string;
+  /** The outcome the parent checkpointed, once it took it. */
+  outcome?: string;
+}
+
+/** The child jobs a parent started with `ctx.run`, from its checkpoints (`{ $child: id, … }`). */
+export function childCheckpoints(job: Found): ChildCheckpoint[] {
+  const out: ChildCheckpoint[] = [];
+  for (const step of job.steps ?? []) {
+    const result = step.result as { $child?: unknown; outcome?: unknown } | null;
+    if (typeof result !== 'object' || result === null || typeof result.$child !== 'string')
+      continue;
+    const child: ChildCheckpoint = { step: step.name, id: result.$child };
+    if (typeof result.outcome === 'string') child.outcome = result.outcome;
+    out.push(child);
+  }
+  return out;
+}
+
+/** The children card: each child's step name, id (linked), type and state or outcome. */
+async function childrenCard(ctx: PageRequest, job: Found): Promise<SafeHtml | string> {
+  // A flow job's children are its nodes: its graph shows them.
+  if (job.type === FLOW_TYPE) return '';
+  const children = childCheckpoints(job);
+  if (children.length === 0) return '';
+  const found = await Promise.all(
+    children.slice(0, CHILDREN_READ).map((child) => findJob(ctx.admin, child.id)),
+  );
+  const rows = children.map((child, i) => {
+    const record = found[i] ?? null;
+    const link = html`<a href="${href(ctx, `/jobs/${encodeURIComponent(child.id)}`)}">${child.id}</a>`;
+    const now =
+      record === null ? null : record.state === 'finished' ? record.outcome : record.state;
+    const state = child.outcome ?? now;
+    const shown =
+      state === null
+        ? html`<span class="muted">${i < CHILDREN_READ ? 'gone' : 'not read'}</span>`
+        : badge(state);
+    return html`<tr data-child="${child.id}"><td class="mono">${child.step}</td><td class="mono">${link}</td><td>${record?.type ?? ''}</td><td>${shown}</td></tr>`;
+  });
+  const n = children.length;
+  const done = children.filter((child) => child.outcome !== undefined).length;
+  const title = html`Children <span class="muted small">${n} started with <code>ctx.run</code>, ${done} taken</span>`;
+  return card(
+    title,
+    html`<table><thead><tr><th>Step</th><th>Child</th><th>Type</th><th>State</th></tr></thead><tbody>${rows}</tbody></table>`,
+  );
+}
+
+/** The flow this job is (a flow job) or belongs to (a flow node), as a graph. */
+async function flowCard(ctx: PageRequest, job: Found): Promise<SafeHtml | string> {
+  const flowId = job.type === FLOW_TYPE ? job.id : (job.meta?.[FLOW_META] ?? null);
+  if (flowId === null) return '';
+  const flow = await ctx.admin.getFlow(flowId);
+  if (flow === null) return '';
+  const own = flowId === job.id;
+  const link = html`<a class="mono" href="${href(ctx, `/jobs/${encodeURIComponent(flowId)}`)}">${flowId}</a>`;
+  const title = own
+    ? html`Flow <span class="muted small">${flow.nodes.length} nodes</span> ${badge(flow.status === 'failed' ? 'bad' : flow.status, flow.status)}`
+    : html`Flow ${link} <span class="muted small">this job is a node of it</span> ${badge(flow.status === 'failed' ? 'bad' : flow.status, flow.status)}`;
+  return html`<div class="card" id="flow-graph"><h2>${title}</h2><div class="graph-wrap">${flowGraph(ctx, flow, own ? null : job.id)}</div></div>\n`;
+}
+
 export async function jobPage(ctx: PageRequest, id: string): Promise<SafeHtml | null> {
   const job: Found | null = await findJob(ctx.admin, id);
   if (!job) return null;
   const live = job.state === 'finished' ? null : job;
+  const [flow, children] = await Promise.all([flowCard(ctx, job), childrenCard(ctx, job)]);
   const state = job.state === 'finished' ? badge(job.outcome) : badge(job.state);
   const flag = job.cancelRequested ? html` ${badge('bad', 'cancel requested')}` : '';
   const finished = html`<p class="muted">Finished: this is its history record.</p>`;
@@ -313,6 +385,6 @@ export async function jobPage(ctx: PageRequest, id: string): Promise<SafeHtml | 
 ${live ? actions(ctx, live) : finished}
 <div class="grid cols-2"><div class="card"><h2>Details</h2><dl class="kv">
 ${details(ctx, job)}</dl></div><div class="card"><h2>Timeline</h2>${timeline(job, ctx.now)}</div></div>
-${waitCard(job, ctx.now)}${contentCards(job)}`;
+${waitCard(job, ctx.now)}${flow}${children}${contentCards(job)}`;
   return page(ctx, `Job ${job.id}`, body);
 }

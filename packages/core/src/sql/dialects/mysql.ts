@@ -15,7 +15,6 @@
  *   keys: a plain read finds held keys, and an INSERT's duplicate key those committed since
  *   (see `insertKeyed`).
  */
-import { createHash } from 'node:crypto';
 import { StoreError } from '../../errors.js';
 import type {
   AcquireRequest,
@@ -61,6 +60,7 @@ import {
   type SqlValue,
 } from '../rows.js';
 import { candidateWhere, scopeHeadIsFree } from '../scope-rule.js';
+import { waiterPrefix } from '../wake-waiter.js';
 import { driverErrno } from './support.js';
 
 /** A parsed `SELECT VERSION()`. */
@@ -527,6 +527,7 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
     },
     setup: [],
     returning: false,
+    deleteLimit: true,
     // Batches of up to 2,000 by default: InnoDB's cost per acquisition (a locking walk, an
     // UPDATE rewriting four secondary indexes, a commit, and the purge of what they leave behind)
     // falls per job as batches grow, more than PostgreSQL's. Draining 20,000 no-op jobs on
@@ -558,10 +559,9 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
       signals: table('signals'),
       prefix: tablePrefix,
       database: database === null ? 'DATABASE()' : `'${database}'`,
-      // The alias prefix of `@jobs/mysql`'s idle waiters on these tables (its `waiterPrefix`:
-      // `jobs_wait_` and the first 16 hex digits of the SHA-1 of the quoted jobs table), whose
-      // waits the SQL enqueue procedure ends; unqualified tables: waiters on this database only.
-      wait_prefix: `jobs_wait_${createHash('sha1').update(jobs).digest('hex').slice(0, 16)}_`,
+      // The alias prefix of the idle waiters on these tables (`WakeWaiter`), whose waits the SQL
+      // enqueue procedure ends; unqualified tables: waiters on this database only.
+      wait_prefix: waiterPrefix(jobs),
       wait_same_db: database === null ? ' AND DB = DATABASE()' : '',
     }),
     versionTable: `CREATE TABLE IF NOT EXISTS ${table('migrations')} (\`version\` INT NOT NULL PRIMARY KEY, \`applied_at\` DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)) ENGINE=InnoDB`,

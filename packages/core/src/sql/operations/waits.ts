@@ -48,6 +48,30 @@ export function* storeSignal(
 }
 
 /**
+ * `StoreWaits.pruneSignals`: at most `limit` signals nobody took, sent more than `retentionMs`
+ * ago on the store's clock, oldest first: a range of index `…signals_prune` (`created_at, id`,
+ * signals only; `waiter_id, created_at, id` on MySQL/MariaDB).
+ * Waiter rows (`waiter_id` set) are never touched. Two processes pruning at once delete
+ * disjoint rows or none twice: no lock is needed.
+ */
+export function* pruneSignals(c: SqlEnv, retentionMs: number, limit: number): Operation<number> {
+  const signals = c.d.table('signals');
+  const expired = `"waiter_id" IS NULL AND "created_at" < ${c.d.nowPlusMs}`;
+  const { affected } = yield {
+    sql: c.d.sql(
+      c.d.deleteLimit
+        ? // No ORDER BY: MariaDB sorts every expired row for it (`IS NULL` is no constant to
+          // its sort); the range scan of `ix_jobs_signals_prune` reads the oldest first anyway.
+          `DELETE FROM ${signals} WHERE ${expired} LIMIT ?`
+        : `DELETE FROM ${signals} WHERE "id" IN (
+            SELECT "id" FROM ${signals} WHERE ${expired} ORDER BY "created_at", "id" LIMIT ?)`,
+    ),
+    params: [-retentionMs, limit],
+  };
+  return affected;
+}
+
+/**
  * `StoreWaits.signal`'s second write, after the signal committed: the jobs waiting for
  * (`name`, `key`) are due at once. A job that parks meanwhile looks for the signal after its
  * own write committed (`wakeIfSignalled`), so one of the two always sees the other.

@@ -1,5 +1,6 @@
 /**
- * Wake-ups on MySQL/MariaDB without polling: an idle store waits on the server on a connection
+ * Wake-ups on MySQL/MariaDB without polling (`@jobs/mysql`, and `@jobs/typeorm` on MySQL; the
+ * mysql2 connection is theirs to open, `mysqlWakeWaits`): an idle store waits on the server on a connection
  * of its own, one statement per `waitMs` — `SELECT SLEEP(IF(<a job is due>, 0, waitMs))`, named
  * by an alias every waiter of these tables shares: the read of whether a waiting job is due (one
  * dive into `ix_jobs_due`) is the SLEEP's argument, so it runs before each wait, and a due job
@@ -12,19 +13,12 @@
  * nobody else. After a wake-up the next wait reads nothing (a plain `SLEEP`), so a due job
  * nobody here can take wakes the subscribers once per wait, never in a loop.
  */
-import { randomBytes } from 'node:crypto';
-import {
-  type ConnectionTimeouts,
-  destroySocket,
-  outcome,
-  type Query,
-  type QueryOutcome,
-  type SocketHolder,
-  type SqlRow,
-  type StoreNotifier,
-  withDeadline,
-} from '@jobs/core/sql';
-import mysql, { type Connection, type ConnectionOptions } from 'mysql2/promise';
+import { createHash, randomBytes } from 'node:crypto';
+import { type ConnectionTimeouts, withDeadline } from './deadline.js';
+import { outcome, type Query, type QueryOutcome } from './executor.js';
+import type { StoreNotifier } from './notifying-store.js';
+import { destroySocket, type SocketHolder } from './pool-lifecycle.js';
+import type { SqlRow } from './rows.js';
 
 /** How one waiter runs statements on its own connection. */
 export interface WaitConnection {
@@ -197,21 +191,37 @@ export function* ringWaiters(
   return rung;
 }
 
-/** The alias prefix shared by the waiters on `table` (a quoted, maybe qualified name). */
-export function waiterPrefix(table: string, hash: (text: string) => string): string {
-  return `jobs_wait_${hash(table).slice(0, 16)}_`;
+/**
+ * The alias prefix shared by the waiters on `table` (the dialect's quoted, maybe qualified
+ * name): `jobs_wait_` and the first 16 hex digits of its SHA-1. The SQL enqueue procedure ends
+ * the waits it names too.
+ */
+export function waiterPrefix(table: string): string {
+  return `jobs_wait_${createHash('sha1').update(table).digest('hex').slice(0, 16)}_`;
 }
 
 /**
- * A `WaitConnection` on a mysql2 connection opened with `settings` on first use: each statement
- * within its deadline (past it, the socket is destroyed and the statement fails).
+ * What a wait needs of a mysql2 promise connection (`mysql2/promise`'s `createConnection`, or
+ * `createConnectionPromise` of the callback module TypeORM loads).
+ */
+export interface WaitDriverConnection {
+  readonly threadId: number | null;
+  query(sql: string, params?: unknown[]): Promise<[unknown, unknown]>;
+  on(event: 'error', listener: (error: unknown) => void): unknown;
+  destroy(): void;
+}
+
+/**
+ * A `WaitConnection` on a mysql2 connection `connect` opens on first use: each statement
+ * within its deadline (past it, the socket is destroyed and the statement fails). `connect`
+ * also opens the short connection that ends a wait under way when the waiter closes.
  */
 export function waitConnection(
-  settings: ConnectionOptions,
+  connect: () => Promise<WaitDriverConnection>,
   timeouts: ConnectionTimeouts,
 ): WaitConnection {
-  let opening: Promise<Connection> | null = null;
-  let opened: Connection | null = null;
+  let opening: Promise<WaitDriverConnection> | null = null;
+  let opened: WaitDriverConnection | null = null;
   let destroyed = false;
   const drop = (): void => {
     destroyed = true;
@@ -233,7 +243,7 @@ export function waitConnection(
     if (!endWait || typeof threadId !== 'number') return;
     try {
       const killer = await withDeadline(
-        mysql.createConnection(settings),
+        connect(),
         timeouts.connectTimeoutMs,
         'connectTimeoutMs',
         () => {},
@@ -256,7 +266,7 @@ export function waitConnection(
   return {
     async run(query, deadlineMs) {
       if (destroyed) throw new Error('the wait connection is closed');
-      opening ??= mysql.createConnection({ ...settings, dateStrings: true });
+      opening ??= connect();
       const connection = await withDeadline(
         opening,
         timeouts.connectTimeoutMs,
@@ -279,4 +289,105 @@ export function waitConnection(
     },
     destroy,
   };
+}
+
+/** Waiters one enqueue wakes: at least this many, one more per 16 jobs, at most `MAX_RUNG`. */
+const MIN_RUNG = 2;
+const MAX_RUNG = 8;
+
+/**
+ * Whether a waiting job of `jobsTable` (the dialect's quoted name) is due: the read a wait
+ * makes before it sleeps, one dive into `ix_jobs_due`.
+ */
+export function dueBeforeWait(jobsTable: string): string {
+  return `EXISTS(SELECT 1 FROM ${jobsTable} FORCE INDEX (ix_jobs_due) WHERE waiting = 1 AND due_at <= UTC_TIMESTAMP(3))`;
+}
+
+/**
+ * After an enqueue of a store's own commit: ends the waits of a few waiters on the same tables
+ * (`ringWaiters`), a number that grows with the batch, not with the nodes waiting; `drained()`
+ * for `close()`. `run` runs the statements through the store, outside any transaction.
+ */
+export class WaiterRing {
+  private readonly ringing = new Set<Promise<number>>();
+
+  constructor(
+    private readonly run: (ring: () => Generator<Query, number, QueryOutcome>) => Promise<number>,
+    private readonly prefix: string,
+    private readonly sameDatabase: boolean,
+  ) {}
+
+  /** Rings for an enqueue of `jobs` jobs; failures only leave the waits to end on their own. */
+  ring(jobs: number): void {
+    if (jobs <= 0) return;
+    const limit = Math.min(MAX_RUNG, Math.max(MIN_RUNG, Math.ceil(jobs / 16)));
+    const ring = this.run(() => ringWaiters(this.prefix, limit, this.sameDatabase))
+      .catch(() => 0)
+      .finally(() => this.ringing.delete(ring));
+    this.ringing.add(ring);
+  }
+
+  /** Resolves once the rings under way are done. */
+  async drained(): Promise<void> {
+    await Promise.all([...this.ringing]);
+  }
+}
+
+/** How long an idle store waits on the server between reads of whether a job is due. */
+export const DEFAULT_WAKE_WAIT_MS = 4_000;
+
+/**
+ * Engines' default `pollIntervalMs` on a store that waits (`capabilities.pollIntervalMs`): the
+ * waits already read whether a job is due every `notifyWaitMs`, so the engine's own poll is a
+ * fallback of a fallback.
+ */
+export const WAITING_POLL_MS = 30_000;
+
+/**
+ * Settings mysql2 derives from the others when it opens a connection: given again, they are
+ * rejected with a warning, so a pool's settings are copied without them.
+ */
+const DERIVED_CONNECTION_SETTINGS = ['maxPacketSize', 'clientFlags', 'pool', 'isServer'];
+
+/** A mysql2 pool's `connectionConfig` as settings a new connection of the same server takes. */
+export function copiedConnectionSettings(connectionConfig: object): Record<string, unknown> {
+  const settings: Record<string, unknown> = { ...connectionConfig };
+  for (const key of DERIVED_CONNECTION_SETTINGS) delete settings[key];
+  return settings;
+}
+
+/** What `mysqlWakeWaits` needs from the store it serves. */
+export interface MysqlWakeWaitsOptions {
+  /** The dialect's quoted jobs table. */
+  jobsTable: string;
+  /** Opens a connection of the waiter's own (not one of the pool's). */
+  connect: () => Promise<WaitDriverConnection>;
+  /** `notifyWaitMs`. */
+  waitMs: number;
+  timeouts: ConnectionTimeouts;
+  /** Tables named without their database: ring only waiters on this connection's database. */
+  sameDatabase: boolean;
+  /** Runs the ring's statements through the store, outside any transaction. */
+  run: (ring: () => Generator<Query, number, QueryOutcome>) => Promise<number>;
+  errno: (error: unknown) => number | undefined;
+}
+
+/**
+ * A MySQL/MariaDB store's wake-ups without polling: the waiter its engines subscribe to, and
+ * the ring its own commits of enqueues sound (`@jobs/mysql`, and `@jobs/typeorm` on MySQL).
+ */
+export function mysqlWakeWaits(options: MysqlWakeWaitsOptions): {
+  waiter: WakeWaiter;
+  ring: WaiterRing;
+} {
+  const prefix = waiterPrefix(options.jobsTable);
+  const waiter = new WakeWaiter(
+    prefix,
+    () => waitConnection(options.connect, options.timeouts),
+    dueBeforeWait(options.jobsTable),
+    options.waitMs,
+    options.timeouts.queryTimeoutMs,
+    options.errno,
+  );
+  return { waiter, ring: new WaiterRing(options.run, prefix, options.sameDatabase) };
 }
