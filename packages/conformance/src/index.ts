@@ -188,7 +188,7 @@ const GROUPS: Record<GroupName, { title: string; define: GroupDefinition }> = {
   },
   logs: { title: 'job logs (ctx.log) and per-job time limits', define: logsGroup },
   steps: {
-    title: 'durable steps (22): checkpoints fenced by the lease, memoised across runs',
+    title: 'durable steps (23): checkpoints fenced by the lease, memoised across runs',
     define: stepsGroup,
   },
   waits: {

@@ -850,6 +850,12 @@ export interface StoreViews {
   estimateJobs(): Promise<number | null>;
 }
 
+/** One job's checkpoint for `StoreSteps.saveMany`: its ref and its step list as JSON text. */
+export interface StepSave {
+  readonly ref: JobRef;
+  readonly stepsJson: string;
+}
+
 /**
  * Ability `steps`: durable steps (`ctx.step`); jobs (and history records) carry `Job.steps`.
  * Without it `ctx.step` throws.
@@ -863,6 +869,15 @@ export interface StoreSteps {
    * transaction when `tx` is given.
    */
   save(ref: JobRef, stepsJson: string, tx?: unknown): Promise<boolean>;
+  /**
+   * Optional: several jobs' checkpoints in one write (at most one per job, at most 1,000),
+   * each exactly as `save` writes it — fenced by its own ref's token, refused alone when that
+   * lease is not current. Answers the ids whose checkpoint was refused (nothing written for
+   * them). With it, an engine writes the checkpoints its runs reach while a write is under way
+   * together, in the next write: fewer round trips per step at any concurrency, none added to
+   * a step alone.
+   */
+  saveMany?(saves: readonly StepSave[]): Promise<string[]>;
   /**
    * Optional, like `completeInTransaction` (only a store with transactions of its own can):
    * runs `work` in a transaction of the store's database and, in the same transaction, writes

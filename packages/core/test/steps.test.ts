@@ -71,6 +71,60 @@ describe('ctx.step', () => {
     }
   });
 
+  it("runs stepping at once share checkpoint writes (saveMany while one is under way); each stays fenced: a lost lease's step fails alone", async () => {
+    const store = new MemoryJobStore();
+    const steps = store.steps;
+    const save = steps.save.bind(steps);
+    const writes: number[] = [];
+    // A store answering after a round trip, with `saveMany` written from `save` (fenced alike).
+    steps.save = async (ref, json, tx) => {
+      writes.push(1);
+      await new Promise((r) => setTimeout(r, 5));
+      return save(ref, json, tx);
+    };
+    let stale: string | null = null;
+    steps.saveMany = async (saves) => {
+      writes.push(saves.length);
+      await new Promise((r) => setTimeout(r, 5));
+      const refused: string[] = [];
+      for (const one of saves) {
+        const token = one.ref.id === stale ? 'stale' : one.ref.token;
+        if (!(await save({ id: one.ref.id, token }, one.stepsJson))) refused.push(one.ref.id);
+      }
+      return refused;
+    };
+    const lost: string[] = [];
+    const e = engine({
+      store,
+      logger: quiet,
+      concurrency: 10,
+      handlers: {
+        work: async (job: Job, ctx: JobContext) => {
+          for (const name of ['a', 'b', 'c']) {
+            // The third job's lease is lost before its second checkpoint is written.
+            if (name === 'b' && (job.payload as { n: number }).n === 2) stale = job.id;
+            await ctx.step(name, () => `${name}${(job.payload as { n: number }).n}`);
+          }
+        },
+      },
+    });
+    e.on('lease-lost', ({ job }) => lost.push(job.id));
+    await e.start();
+    const jobs = [];
+    for (let n = 0; n < 10; n++) jobs.push(await e.enqueue('work', { n }, { retries: 0 }));
+    const others = jobs.filter((_, n) => n !== 2);
+    await waitFor(async () => {
+      const left = await Promise.all(others.map((job) => store.getJob(job.id)));
+      return left.every((job) => job === null) && lost.length > 0;
+    }, 'the other runs to end and the third to lose its lease');
+    await e.stop();
+    // 29 checkpoints (the lost run's second is refused): far fewer writes, none with two of one job.
+    expect(writes.reduce((a, b) => a + b, 0)).toBe(29);
+    expect(writes.length).toBeLessThan(29);
+    expect(Math.max(...writes)).toBeGreaterThan(1);
+    expect(lost).toEqual([jobs[2]?.id]);
+  });
+
   it("refuses the step that would make the job's step list larger than MAX_STEPS_BYTES; the ones before it stay", async () => {
     const store = new MemoryJobStore();
     const chunk = 'x'.repeat(MAX_STEP_RESULT_BYTES - 2);

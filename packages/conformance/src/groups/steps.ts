@@ -149,6 +149,48 @@ export function stepsGroup(h: Harness): void {
     expect(await store.steps.save({ id: '987654321', token: 't' }, stepsJson(later))).toBe(false);
   });
 
+  it("saveMany writes several jobs' checkpoints in one call, each fenced by its own token: a stale, a foreign and a bad id are refused alone", async ({
+    skip,
+  }) => {
+    const store = await openWithSteps(h, skip);
+    const many = store.steps.saveMany;
+    if (!many) return skip('SKIPPED: the store has no steps.saveMany (checkpoints one by one)');
+    const saveMany = many.bind(store.steps);
+    const [stale] = await enqueueJobs(store, [{ retries: 5 }]);
+    const { lapsed, current } = await lapseAndReacquire(store, stale as Job);
+    await enqueueJobs(store, [{}, {}, {}]);
+    const held = await acquire(store, { owner: 'batch', limit: 10 });
+    const others = held.filter((job) => job.id !== current.id);
+    expect(others).toHaveLength(3);
+    const listOf = (id: string) => [
+      {
+        name: `for-${id}`,
+        result: { id, text: 'a "quoted", {braced} value' },
+        at: 1,
+        durationMs: 0,
+      },
+    ];
+    const [a, b, c] = others as [Job, Job, Job];
+    const refused = await saveMany([
+      { ref: refOf(a), stepsJson: stepsJson(listOf(a.id)) },
+      { ref: refOf(lapsed), stepsJson: stepsJson(listOf(lapsed.id)) },
+      { ref: refOf(b), stepsJson: stepsJson(listOf(b.id)) },
+      { ref: { id: c.id, token: 'foreign' }, stepsJson: stepsJson(listOf(c.id)) },
+      { ref: { id: 'not-an-id', token: 't' }, stepsJson: stepsJson(listOf('x')) },
+    ]);
+    expect([...refused].sort()).toEqual([lapsed.id, c.id, 'not-an-id'].sort());
+    const stored = async (id: string) =>
+      (await store.getJob(id))?.steps?.map((step) => ({ name: step.name, result: step.result }));
+    const written = (id: string) => listOf(id).map(({ name, result }) => ({ name, result }));
+    for (const job of [a, b]) expect(await stored(job.id)).toEqual(written(job.id));
+    for (const job of [current, c]) expect(await stored(job.id)).toEqual([]);
+    // The current owner's own checkpoint still goes through.
+    expect(
+      await saveMany([{ ref: refOf(current), stepsJson: stepsJson(listOf(current.id)) }]),
+    ).toEqual([]);
+    expect(await stored(current.id)).toEqual(written(current.id));
+  });
+
   it('a step runs once per job across a retry; the same name again gets a counter (name, name#2); the result is the stored JSON', async ({
     skip,
   }) => {

@@ -315,7 +315,7 @@ async function enqueueChildren(
       }
       jobs = await enqueueJobs(rt, items, {});
       await serially(steps, async () => {
-        if (!(await store.steps.save(held.ref, listOf(jobs)))) {
+        if (!(await rt.checkpoints.save(held.ref, listOf(jobs)))) {
           throw new LockLostError(held.job.id);
         }
       });
@@ -470,12 +470,11 @@ async function saveOutcome(
   call: ChildCall,
   outcome: ChildOutcomeRecord,
 ): Promise<void> {
-  const store = rt.options.store as typeof rt.options.store & WorkflowStore;
   const steps = held.steps as RunSteps;
   const text = JSON.stringify({ $child: call.childId, ...outcome });
   const entry = entryText(call.key, text, rt.options.clock.now(), 0);
   const saved = await fenced(rt, held, async () => {
-    if (!(await store.steps.save(held.ref, listSetting(steps, call.key, entry)))) {
+    if (!(await rt.checkpoints.save(held.ref, listSetting(steps, call.key, entry)))) {
       throw new LockLostError(held.job.id);
     }
     return true;

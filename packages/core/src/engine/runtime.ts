@@ -5,6 +5,7 @@
  */
 
 import { ErrorStreaks } from '../logger.js';
+import { Checkpoints } from './checkpoints.js';
 import { TypedEvents } from './events.js';
 import { type HeldJob, HeldJobs } from './held-jobs.js';
 import { EngineHookList } from './hooks.js';
@@ -25,6 +26,8 @@ export class EngineRuntime {
   readonly hooks = new EngineHookList();
   /** The types' rate limits, kept in the store (`rate-limits.ts`). */
   readonly rateLimits: RateLimits;
+  /** Step checkpoints, several runs' in one write while one is under way (`checkpoints.ts`). */
+  readonly checkpoints: Checkpoints;
   private readonly streaks: ErrorStreaks;
   /** Writes made after a job's handler returned, outside the settle queue (see `afterwards`). */
   private readonly lateWrites = new Set<Promise<unknown>>();
@@ -36,6 +39,7 @@ export class EngineRuntime {
     this.jobs = new HeldJobs(options.concurrency + options.prefetch, options.leaseMs);
     this.wakeup = new Wakeup(() => this.running);
     this.streaks = new ErrorStreaks(options.logger);
+    this.checkpoints = new Checkpoints(() => options.store.steps);
     const limits = new Map<string, ResolvedRateLimit>();
     for (const [type, handler] of options.handlers) {
       if (handler.rateLimit) limits.set(type, handler.rateLimit);

@@ -175,7 +175,7 @@ export async function runStep<T>(
     const list = listWith(steps, key, entry);
     let saved: boolean;
     try {
-      saved = await storeSteps(rt).save(held.ref, list);
+      saved = await rt.checkpoints.save(held.ref, list);
     } catch (error) {
       rt.reportError(error, 'save step');
       throw error;

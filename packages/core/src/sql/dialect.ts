@@ -19,6 +19,7 @@ import type {
   LeaseRenewalRef,
   NewJob,
   RecoverResult,
+  StepSave,
 } from '../store.js';
 import type { Operation, Query } from './executor.js';
 import type { LockRetries } from './lock-retries.js';
@@ -296,6 +297,13 @@ export interface DialectOps {
    * request (renewed too: their owner needs a full lease to stop them).
    */
   readonly renew: OpSpec<[string, number, readonly LeaseRenewalRef[]], RenewAnswer>;
+  /**
+   * Several jobs' step checkpoints (`StoreSteps.saveMany`: valid ids, one per job, at most
+   * 1,000), each fenced by its own token as `operations/steps.ts`'s `saveSteps` is; answers the
+   * ids whose checkpoint was refused. `null`: the store writes each checkpoint alone and has no
+   * `saveMany`.
+   */
+  readonly saveSteps: OpSpec<[readonly StepSave[]], string[]> | null;
   /**
    * `JobStore.recoverExpiredLeases` for jobs without a cancel request (those are
    * `operations/recover.ts`'s), sending `c.notify` when jobs were requeued.

@@ -45,6 +45,7 @@ import type {
   ScheduleRecord,
   SettleResult,
   StatsRow,
+  StepSave,
   StoreBulk,
   StoreCancellation,
   StoreCapabilities,
@@ -55,7 +56,7 @@ import type {
   StoreWaits,
 } from '../store.js';
 import { limitedScopeOf } from '../store.js';
-import { type Dialect, isJobId, needsTransaction } from './dialect.js';
+import { type Dialect, isJobId, needsTransaction, type OpSpec } from './dialect.js';
 import type { Executor, Operation, Query, RunOptions } from './executor.js';
 import type { LockRetries } from './lock-retries.js';
 import { migrate, migrationSql, schemaVersion } from './migrate.js';
@@ -196,6 +197,8 @@ export class SqlJobStore implements JobStore {
     this.executor = options.executor;
     this.lockRetries = options.dialect.lockRetries?.() ?? null;
     this.context = sqlEnv(options.dialect, options.label, options.notify ?? null);
+    const batched = options.dialect.ops.saveSteps;
+    if (batched) this.steps.saveMany = (saves) => this.saveManySteps(batched, saves);
   }
 
   /**
@@ -477,6 +480,22 @@ export class SqlJobStore implements JobStore {
     const options: Run = { transaction: false, lockRetries: LOCK_RETRIES };
     if (tx !== undefined) options.tx = tx;
     return this.run('saveSteps', () => steps.saveSteps(this.context, ref, stepsJson), options);
+  }
+
+  /** See `StoreSteps.saveMany`: the dialect's one write for the batch (`DialectOps.saveSteps`). */
+  protected async saveManySteps(
+    op: OpSpec<[readonly StepSave[]], string[]>,
+    saves: readonly StepSave[],
+  ): Promise<string[]> {
+    const valid = saves.filter((save) => isJobId(save.ref.id));
+    const refused = saves.filter((save) => !isJobId(save.ref.id)).map((save) => save.ref.id);
+    if (valid.length === 0) return refused;
+    const c = this.context;
+    const lost = await this.run('saveSteps', () => op.run(c, valid), {
+      transaction: needsTransaction(op, c, valid),
+      lockRetries: LOCK_RETRIES,
+    });
+    return [...refused, ...lost];
   }
 
   /**

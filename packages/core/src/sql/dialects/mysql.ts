@@ -49,6 +49,7 @@ import {
   recoverLockThenUpdate,
   releaseLockThenUpdate,
   renewTwoStep,
+  saveStepsTwoStep,
 } from '../portable/lock-then-write.js';
 import {
   INSERT_JOB_COLUMNS,
@@ -656,6 +657,7 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
       release: byPrimaryKey(releaseLockThenUpdate),
       renew: byPrimaryKey(renewTwoStep),
       recover: recoverLockThenUpdate,
+      saveSteps: byPrimaryKey(saveStepsTwoStep),
     },
   };
 

@@ -23,6 +23,7 @@ import type {
   LeaseRenewalRef,
   NewJob,
   RecoverResult,
+  StepSave,
 } from '../../store.js';
 import {
   acquisitionOrderBy,
@@ -364,6 +365,11 @@ export function postgresDialect({
   WHERE j.id = d.id AND j.lock_token = d.token AND j.state = 'running'
       AND NOT j.cancel_requested
   RETURNING j.id::text AS id`;
+  // Each checkpoint fenced by its own token, as `operations/steps.ts` writes one.
+  const saveStepsSql = `UPDATE ${jobs} j SET steps = s.steps::jsonb
+  FROM unnest($1::bigint[], $2::text[], $3::text[]) AS s(id, token, steps)
+  WHERE j.id = s.id AND j.lock_token = s.token AND j.state = 'running'
+  RETURNING j.id::text AS id`;
   // With history: $3 results, $4 durations.
   const completeWithHistorySql = `WITH done AS (
     DELETE FROM ${jobs} j USING unnest($1::bigint[], $2::text[]) AS d(id, token)
@@ -534,6 +540,22 @@ export function postgresDialect({
         },
       );
       return results as EnqueueResult[];
+    },
+
+    *saveSteps(saves: readonly StepSave[]): Operation<string[]> {
+      const saved = new Set(
+        ids(
+          (yield {
+            sql: saveStepsSql,
+            params: [
+              arrayText(saves.map((save) => save.ref.id)),
+              arrayText(saves.map((save) => save.ref.token)),
+              saves.map((save) => save.stepsJson),
+            ],
+          }).rows,
+        ),
+      );
+      return saves.filter((save) => !saved.has(save.ref.id)).map((save) => save.ref.id);
     },
 
     // ---- settlement ----
@@ -746,6 +768,8 @@ END $$`,
         transaction: false,
       },
       recover: { run: (c, limit) => own.recoverExpiredLeases(limit, c.notify), transaction: false },
+      // One statement for the batch.
+      saveSteps: { run: (_, saves) => own.saveSteps(saves), transaction: false },
     },
   };
   return d;

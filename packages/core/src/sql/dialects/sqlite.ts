@@ -15,6 +15,7 @@ import type {
   JobRef,
   LeaseRenewalRef,
   RecoverResult,
+  StepSave,
 } from '../../store.js';
 import { ChangeWatcher } from '../change-watcher.js';
 import {
@@ -386,6 +387,24 @@ export function sqliteDialect(options: SqliteDialectOptions): Dialect {
         cancelRequested: ids(rows.filter((row) => Number(row.cancel_requested) === 1)),
       };
     },
+    // Each checkpoint fenced by its own token, as `operations/steps.ts` writes one.
+    *saveSteps(saves: readonly StepSave[]): Operation<string[]> {
+      const saved = new Set(
+        ids(
+          (yield {
+            sql: `UPDATE ${jobs} SET "steps" = s.steps
+              FROM (SELECT CAST(json_extract(value, '$[0]') AS INTEGER) AS id,
+                  json_extract(value, '$[1]') AS token, json_extract(value, '$[2]') AS steps
+                FROM json_each(?)) s
+              WHERE ${held('s')} RETURNING "id"`,
+            params: [
+              JSON.stringify(saves.map((save) => [save.ref.id, save.ref.token, save.stepsJson])),
+            ],
+          }).rows,
+        ),
+      );
+      return saves.filter((save) => !saved.has(save.ref.id)).map((save) => save.ref.id);
+    },
     *failHeld(failures: readonly JobFailure[]): Operation<string[]> {
       const rows = failures.map((f) => [
         f.id,
@@ -529,6 +548,8 @@ export function sqliteDialect(options: SqliteDialectOptions): Dialect {
         transaction: false,
       },
       recover: { run: (c, limit) => own.recoverExpiredLeases(limit, c.notify), transaction: false },
+      // One statement for the batch.
+      saveSteps: { run: (_, saves) => own.saveSteps(saves), transaction: false },
     },
   };
   return d;

@@ -4,7 +4,13 @@
  * candidate rows (`FOR UPDATE`), keeps those held with the ref's token, then writes only those;
  * where the database has RETURNING the fenced write is one statement instead (`settle`).
  */
-import type { JobCompletion, JobRef, LeaseRenewalRef, RecoverResult } from '../../store.js';
+import type {
+  JobCompletion,
+  JobRef,
+  LeaseRenewalRef,
+  RecoverResult,
+  StepSave,
+} from '../../store.js';
 import { marks, type OpSpec, type RenewAnswer, type SqlEnv } from '../dialect.js';
 import type { Operation } from '../executor.js';
 import {
@@ -62,6 +68,54 @@ export const renewTwoStep: OpSpec<[string, number, readonly LeaseRenewalRef[]], 
   run: renewInTwoSteps,
   transaction: false,
 };
+
+/**
+ * `saveSteps` without RETURNING: one UPDATE per chunk writes each held row's step list;
+ * only when it touched fewer rows than asked, a read (see `saveStepsInTwoSteps`).
+ */
+export const saveStepsTwoStep: OpSpec<[readonly StepSave[]], string[]> = {
+  run: saveStepsInTwoSteps,
+  transaction: false,
+};
+
+/**
+ * Several jobs' checkpoints without RETURNING (MySQL/MariaDB): one UPDATE per chunk writes
+ * each row's step list (`CASE "id"`) where the ref's token holds it and the job runs. Only when
+ * it touched fewer rows than asked does a read find which refs are still held — a token never
+ * comes back, so a row holding it now held it during the UPDATE; the others are refused. (A
+ * lease lost between the two may have taken its checkpoint and is still reported refused:
+ * that only ends its run sooner.)
+ */
+function* saveStepsInTwoSteps(c: SqlEnv, saves: readonly StepSave[]): Operation<string[]> {
+  const refused: string[] = [];
+  for (let i = 0; i < saves.length; i += SETTLE_CHUNK) {
+    const part = saves.slice(i, i + SETTLE_CHUNK);
+    const ids = part.map((save) => save.ref.id);
+    const updated = yield {
+      sql: c.d.sql(
+        `UPDATE ${c.jobs} SET "steps" = CASE "id" ${part.map(() => 'WHEN ? THEN ?').join(' ')} END
+          WHERE "id" IN (${marks(ids.length)}) AND ("id", "lock_token") IN (${c.d.pairs(part.length)})
+            AND "state" = 'running'`,
+      ),
+      params: [
+        ...part.flatMap((save) => [save.ref.id, save.stepsJson]),
+        ...ids,
+        ...part.flatMap((save) => [save.ref.id, save.ref.token]),
+      ],
+    };
+    if (updated.affected === part.length) continue;
+    const held = (yield {
+      sql: c.d.sql(
+        `SELECT "id", "lock_token" FROM ${c.jobs} WHERE "id" IN (${marks(ids.length)}) AND "state" = 'running'`,
+      ),
+      params: ids,
+    }).rows;
+    const tokens = new Map(held.map((row) => [String(row.id), String(row.lock_token)]));
+    for (const save of part)
+      if (tokens.get(save.ref.id) !== save.ref.token) refused.push(save.ref.id);
+  }
+  return refused;
+}
 
 /**
  * `, "progress" = CASE "id" WHEN ? THEN ? … ELSE "progress" END` for the refs that carry
