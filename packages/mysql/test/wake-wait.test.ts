@@ -7,6 +7,7 @@
  * takes wakes the subscribers once per wait, not in a loop.
  */
 import { makeNewJob } from '@jobs/conformance';
+import { type Job, type JobContext, JobEngine } from '@jobs/core';
 import { waiterPrefix } from '@jobs/core/sql';
 import mysql from 'mysql2/promise';
 import { describe, expect, it } from 'vitest';
@@ -155,6 +156,40 @@ describe.skipIf(!reachable)('MySQL wake-ups by waiting on the server', () => {
       expect(store.wakeSignalReads - before.sent).toBeLessThanOrEqual(2 * waits);
     } finally {
       counter.off();
+    }
+  });
+
+  it('a signal from another store wakes the idle engine whose job waits for it at once, as an enqueue does', async () => {
+    const tables = { tablePrefix: 'signal_' };
+    // Waits of a minute and the engine's 30 s poll: only a wake-up resumes the job in time.
+    const store = db.store({ ...tables, notifyWaitMs: 60_000 });
+    await store.migrate();
+    const sender = db.store(tables);
+    const resumed: unknown[] = [];
+    const engine = new JobEngine({
+      store,
+      logger: { debug() {}, info() {}, warn() {}, error() {} },
+      handlers: {
+        approve: async (_job: Job, ctx: JobContext) => {
+          resumed.push(await ctx.waitFor('approved', { key: 'order-1', timeoutMs: 600_000 }));
+        },
+      },
+    });
+    await engine.start();
+    try {
+      const job = await engine.enqueue('approve', {});
+      let parked = false;
+      for (let i = 0; i < 500 && !parked; i++) {
+        await sleep(20);
+        parked = (await store.getJob(job.id))?.state === 'timer';
+      }
+      expect(parked).toBe(true);
+      await sleep(500); // the idle engine's store waits on the server again
+      await sender.waits.signal('approved', 'order-1', '"yes"');
+      expect(await until(() => resumed.length > 0, 500)).toBe(true);
+      expect(resumed).toEqual(['yes']);
+    } finally {
+      await engine.stop();
     }
   });
 

@@ -349,6 +349,13 @@ export class SqlJobStore implements JobStore {
   protected enqueueCommitted(_results: readonly EnqueueResult[]): void {}
 
   /**
+   * `count` jobs were made due at once by a committed write other than an enqueue (a signal's
+   * waiters, released jobs). The statement that did it sent `notify` where the dialect has one;
+   * a store that wakes engines after commit instead (`enqueueCommitted`) wakes them here.
+   */
+  protected jobsDue(_count: number): void {}
+
+  /**
    * The enqueue operation itself, for a store whose executor can also run it synchronously
    * (`@jobs/sqlite`'s `enqueueSync` inside the caller's better-sqlite3 transaction).
    */
@@ -543,7 +550,12 @@ export class SqlJobStore implements JobStore {
       () => waits.storeSignal(this.context, name, key, payloadJson),
       options,
     );
-    await this.run('signal', () => waits.wakeWaiters(this.context, name, key), options);
+    const woke = await this.run(
+      'signal',
+      () => waits.wakeWaiters(this.context, name, key),
+      options,
+    );
+    if (woke > 0) this.jobsDue(woke);
   }
 
   /** See `StoreWaits.pruneSignals`: one statement, a small batch. */
@@ -591,10 +603,11 @@ export class SqlJobStore implements JobStore {
       false,
     );
     if (!slept) return false;
-    await this.run('waitSignal', () => waits.wakeIfSignalled(c, ref.id, name, key), {
+    const woke = await this.run('waitSignal', () => waits.wakeIfSignalled(c, ref.id, name, key), {
       transaction: false,
       lockRetries: LOCK_RETRIES,
     });
+    if (woke) this.jobsDue(1);
     return true;
   }
 
@@ -635,14 +648,17 @@ export class SqlJobStore implements JobStore {
     );
   }
 
-  release(jobs: readonly JobRef[]): Promise<SettleResult> {
-    return this.afterSettle(
+  async release(jobs: readonly JobRef[]): Promise<SettleResult> {
+    const result = await this.afterSettle(
       jobs,
       this.run('release', () => settle.release(this.context, jobs), {
         transaction: needsTransaction(this.dialect.ops.release, this.context, jobs),
         lockRetries: LOCK_RETRIES,
       }),
     );
+    const released = jobs.length - result.lost.length;
+    if (released > 0) this.jobsDue(released);
+    return result;
   }
 
   renewLeases(

@@ -145,7 +145,7 @@ export function* wakeIfSignalled(
   id: string,
   name: string,
   key: string,
-): Operation<void> {
+): Operation<boolean> {
   const { affected } = yield {
     sql: c.d.sql(
       `UPDATE ${c.jobs} SET "state" = 'async', "due_at" = ${c.d.now} WHERE "id" = ? AND "state" = 'timer' AND EXISTS (SELECT 1 FROM ${c.d.table('signals')} WHERE "name" = ? AND "signal_key" = ? AND "waiter_id" IS NULL)`,
@@ -153,4 +153,5 @@ export function* wakeIfSignalled(
     params: [id, name, key],
   };
   if (affected > 0 && c.notify) yield c.notify;
+  return affected > 0;
 }
