@@ -246,6 +246,11 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
     if (!this.closed) this.ring?.ring(results.length);
   }
 
+  /** MySQL/MariaDB: a signal's waiters or released jobs are due: ends a few waits, as an enqueue does. */
+  protected override jobsDue(count: number): void {
+    if (!this.closed) this.ring?.ring(count);
+  }
+
   /**
    * An engine starting with `connections` calls at once: compared with the DataSource's pool,
    * which the app sizes (the engine warns when it is smaller).

@@ -2,7 +2,8 @@
  * Wake-ups on MySQL/MariaDB through TypeORM, as `@jobs/mysql`'s: an idle engine waits on the
  * server (one `SELECT SLEEP(…)` per `notifyWaitMs`, on a connection of the store's own) instead
  * of reading the end of the jobs' key every 20 ms, and an enqueue of another store ends the wait
- * (`KILL QUERY`), so a job starts long before the wait or the engines' 30 s poll would come.
+ * (`KILL QUERY`), so a job starts long before the wait or the engines' 30 s poll would come; so
+ * does a signal sent elsewhere to a job waiting for it.
  * Counts statements at mysql2's connections, never times.
  */
 import { makeNewJob } from '@jobs/conformance';
@@ -79,8 +80,14 @@ describe.skipIf(!available)(
       const engine = new JobEngine({
         store: node,
         logger: silentLogger,
-        handlers: { work: async (job) => void started.push(job.id) },
+        handlers: {
+          work: async (job) => void started.push(job.id),
+          approve: async (_job, ctx) => {
+            resumed.push(await ctx.waitFor('approved', { key: 'order-1', timeoutMs: 600_000 }));
+          },
+        },
       });
+      const resumed: unknown[] = [];
       const log = recordStatements();
       try {
         await engine.start();
@@ -95,6 +102,19 @@ describe.skipIf(!available)(
         const [enqueued] = await writer.enqueue([makeNewJob({ type: 'work' })]);
         expect(await until(() => started.includes(String(enqueued?.job.id)))).toBe(true);
         expect(log.texts.slice(idleFrom).some((text) => text.startsWith('KILL QUERY'))).toBe(true);
+        // A signal sent elsewhere ends the wait too: the job waiting for it resumes at once.
+        const [waiting] = await writer.enqueue([makeNewJob({ type: 'approve' })]);
+        const id = String(waiting?.job.id);
+        let parked = false;
+        for (let i = 0; i < 500 && !parked; i++) {
+          await sleep(20);
+          parked = (await writer.getJob(id))?.state === 'timer';
+        }
+        expect(parked).toBe(true);
+        await sleep(500); // the idle engine's store waits on the server again
+        await writer.waits.signal('approved', 'order-1', '"yes"');
+        expect(await until(() => resumed.length > 0)).toBe(true);
+        expect(resumed).toEqual(['yes']);
       } finally {
         log.stop();
         await engine.stop();
