@@ -27,10 +27,13 @@ afterEach(async () => {
   await Promise.all(engines.splice(0).map((e) => e.stop({ timeoutMs: 1_000 })));
 });
 
-function setup(handlers: ConstructorParameters<typeof JobEngine>[0]['handlers'] = {}) {
+function setup(
+  handlers: ConstructorParameters<typeof JobEngine>[0]['handlers'] = {},
+  options: { leaseMs?: number } = {},
+) {
   const { spans, tracerProvider } = inMemoryTelemetry();
   const store = new MemoryJobStore();
-  const engine = new JobEngine({ store, handlers });
+  const engine = new JobEngine({ store, handlers, ...options });
   engines.push(engine);
   return { spans, tracerProvider, store, engine };
 }
@@ -101,12 +104,18 @@ describe('instrument', () => {
     const running = new Promise<void>((resolve) => {
       started = resolve;
     });
-    const { spans, tracerProvider, engine } = setup({
-      work: async (_job, ctx) => {
-        started();
-        await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve()));
+    const { spans, tracerProvider, engine } = setup(
+      {
+        work: async (_job, ctx) => {
+          started();
+          await new Promise<void>((resolve) =>
+            ctx.signal.addEventListener('abort', () => resolve()),
+          );
+        },
+        // The cancel reaches the handler at the next renewal (every leaseMs / 3).
       },
-    });
+      { leaseMs: 1_500 },
+    );
     instrument(engine, { tracerProvider, meterProvider: inMemoryTelemetry().meterProvider });
     const cancelled = new Promise<void>((resolve) => engine.on('cancelled', () => resolve()));
     const job = await engine.enqueue('work');
