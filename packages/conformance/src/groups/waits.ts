@@ -152,7 +152,9 @@ export function waitsGroup(h: Harness): void {
             calls.push('charge');
             return { id: 'ch_1' };
           });
-          await ctx.sleep('cool-off', 400);
+          // Long enough that the other job, enqueued once this one sleeps, runs meanwhile on
+          // a loaded machine too (400 ms was missed once under CI load).
+          await ctx.sleep('cool-off', 1_200);
           calls.push('after sleep');
           await ctx.sleep('second', 'PT0.2S');
           return charge;
