@@ -10,7 +10,9 @@
  * native handlers (`external-workers.ts`); `pnpm bench steps …` workflows of 10 durable steps
  * against plain jobs: jobs/s and round trips per step (`steps.ts`); `pnpm bench workflows …`
  * 3-step and fan-out-of-10 workflows per store, with DBOS (`workflows.ts`); `pnpm bench scale …` idle
- * nodes on PostgreSQL: idle cost, statements and pickup per enqueue, the notify lock (`scale.ts`).
+ * nodes on PostgreSQL: idle cost, statements and pickup per enqueue, the notify lock (`scale.ts`);
+ * `pnpm bench processes …` 1, 2 and 4 worker processes on PostgreSQL, through PgBouncer and on
+ * MySQL (`processes.ts`).
  */
 import { type BenchOptions, type BenchReport, type BenchSuite, printReport } from './harness.js';
 
@@ -107,6 +109,12 @@ async function main(): Promise<void> {
     // `pnpm bench scale [--quick] [--nodes 1,10,25]`: idle nodes on PostgreSQL, see scale.ts.
     const { runScaleBench } = await import('./scale.js');
     await runScaleBench(argv.slice(1));
+    return;
+  }
+  if (argv[0] === 'processes') {
+    // `pnpm bench processes [--quick] [--procs 1,2,4] [--rounds N] [postgres] [pgbouncer] [mysql]`.
+    const { runProcessesBench } = await import('./processes.js');
+    await runProcessesBench(argv.slice(1));
     return;
   }
   if (argv[0] === 'sql-enqueue') {

@@ -42,7 +42,7 @@ const LEFT_TO_THE_DIRECT_RUN: Partial<Record<GroupName, string>> = {
 };
 
 if (binary) {
-  const bouncer = await startPgbouncer(binary);
+  const bouncer = await startPgbouncer(binary, PG_URL);
   afterAll(() => bouncer.stop());
   runPostgresConformance({
     name: 'postgres through PgBouncer (transaction mode)',

@@ -51,7 +51,7 @@ describe.skipIf(!binary)('PostgresJobStore behind PgBouncer', () => {
   };
 
   beforeAll(async () => {
-    bouncer = await startPgbouncer(binary as string);
+    bouncer = await startPgbouncer(binary as string, PG_URL);
   });
   afterAll(async () => {
     await Promise.all(stores.map((s) => s.close()));

@@ -1,7 +1,7 @@
 /**
- * A private PgBouncer for the pooler tests: its own port and config in a temp dir, in front of
- * the test PostgreSQL, with one database alias per pool mode (`test_tx`: transaction,
- * `test_session`: session). The system's PgBouncer (if any) is never touched.
+ * A private PgBouncer for the pooler tests (and `pnpm bench processes`): its own port and config
+ * in a temp dir, in front of a PostgreSQL, with one database alias per pool mode (`test_tx`:
+ * transaction, `test_session`: session). The system's PgBouncer (if any) is never touched.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -9,7 +9,6 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { PG_URL } from './helpers.js';
 
 /** The pgbouncer binary: on PATH, or where Debian's package puts it; null when absent. */
 export function findPgbouncer(): string | null {
@@ -60,9 +59,16 @@ export interface Bouncer {
   stop(): Promise<void>;
 }
 
-/** Starts a PgBouncer on a free port; resolves once it accepts a query. */
-export async function startPgbouncer(binary: string): Promise<Bouncer> {
-  const target = new URL(PG_URL);
+/**
+ * Starts a PgBouncer on a free port in front of `targetUrl` (`poolSize` server connections per
+ * alias); resolves once it accepts a query.
+ */
+export async function startPgbouncer(
+  binary: string,
+  targetUrl: string,
+  poolSize = 8,
+): Promise<Bouncer> {
+  const target = new URL(targetUrl);
   const dir = mkdtempSync(join(tmpdir(), 'jobs-pgbouncer-'));
   // PgBouncer refuses to run as root: it drops to `postgres` (or nobody), which writes here.
   chmodSync(dir, 0o777);
@@ -86,7 +92,7 @@ export async function startPgbouncer(binary: string): Promise<Bouncer> {
       `logfile = ${join(dir, 'pgbouncer.log')}`,
       `pidfile = ${join(dir, 'pgbouncer.pid')}`,
       'max_client_conn = 200',
-      'default_pool_size = 8',
+      `default_pool_size = ${poolSize}`,
       '',
     ].join('\n'),
   );
