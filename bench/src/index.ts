@@ -12,7 +12,8 @@
  * 3-step and fan-out-of-10 workflows per store, with DBOS (`workflows.ts`); `pnpm bench scale …` idle
  * nodes on PostgreSQL: idle cost, statements and pickup per enqueue, the notify lock (`scale.ts`);
  * `pnpm bench processes …` 1, 2 and 4 worker processes on PostgreSQL, through PgBouncer and on
- * MySQL (`processes.ts`).
+ * MySQL (`processes.ts`); `pnpm bench long-tx …` a PostgreSQL drain beside a session idle in
+ * its transaction (`long-tx.ts`).
  */
 import { type BenchOptions, type BenchReport, type BenchSuite, printReport } from './harness.js';
 
@@ -115,6 +116,12 @@ async function main(): Promise<void> {
     // `pnpm bench processes [--quick] [--procs 1,2,4] [--rounds N] [postgres] [pgbouncer] [mysql]`.
     const { runProcessesBench } = await import('./processes.js');
     await runProcessesBench(argv.slice(1));
+    return;
+  }
+  if (argv[0] === 'long-tx') {
+    // `pnpm bench long-tx [--seconds 300] [--quick]`: a drain beside an idle transaction.
+    const { runLongTxBench } = await import('./long-tx.js');
+    await runLongTxBench(argv.slice(1));
     return;
   }
   if (argv[0] === 'sql-enqueue') {

@@ -14,7 +14,7 @@ import {
   MemoryJobStore,
   ValidationError,
 } from '../src/index.js';
-import { engine, waitFor } from './helpers.js';
+import { engine, newJob, waitFor } from './helpers.js';
 
 const quiet = { debug() {}, info() {}, warn() {}, error() {} };
 
@@ -212,5 +212,43 @@ describe('ctx.step', () => {
     await waitFor(async () => (await store.getJob(job.id))?.state === 'deadletter', 'deadletter');
     expect(ran).toBe(0);
     expect((await store.getJob(job.id))?.steps).toEqual([]);
+  });
+});
+
+describe('ctx.sleep', () => {
+  it('a job woken a few ms before its wake time (the store rounds due times, the engine estimates its clock) counts the sleep as over: one run, not another for the last ms', async () => {
+    const store = new MemoryJobStore();
+    const [enqueued] = await store.enqueue([newJob({ type: 'nap', retries: 0 })]);
+    const id = enqueued?.job.id as string;
+    const [held] = await store.acquire({
+      owner: 'earlier',
+      limit: 1,
+      leaseMs: 60_000,
+      types: ['nap'],
+      queues: null,
+      tenants: null,
+    });
+    if (!held?.lockToken) throw new Error('nothing acquired');
+    // Parked by an earlier run whose sleep ends 3 ms from now, and due already.
+    const wake = Date.now() + 3;
+    const list = [{ name: 'nap', result: { $sleepUntil: wake }, at: wake - 1_000, durationMs: 0 }];
+    expect(await store.waits.sleep({ id, token: held.lockToken }, JSON.stringify(list), 0)).toBe(
+      true,
+    );
+    let runs = 0;
+    const e = engine({
+      store,
+      logger: quiet,
+      handlers: {
+        nap: async (_job: Job, ctx: JobContext) => {
+          runs++;
+          await ctx.sleep('nap', 1_000);
+        },
+      },
+    });
+    await e.start();
+    await waitFor(async () => (await store.getJob(id)) === null, 'the job to complete');
+    await e.stop();
+    expect(runs).toBe(1);
   });
 });

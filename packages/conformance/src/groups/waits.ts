@@ -153,8 +153,8 @@ export function waitsGroup(h: Harness): void {
             return { id: 'ch_1' };
           });
           // Long enough that the other job, enqueued once this one sleeps, runs meanwhile on
-          // a loaded machine too (400 ms was missed once under CI load).
-          await ctx.sleep('cool-off', 1_200);
+          // a loaded machine too.
+          await ctx.sleep('cool-off', 800);
           calls.push('after sleep');
           await ctx.sleep('second', 'PT0.2S');
           return charge;

@@ -110,7 +110,7 @@ export async function runSleep(
     );
   }
   const { steps, key, stored } = nextCheckpoint(held, name, 'ctx.sleep', ` (sleep "${name}")`);
-  const replayed = stored !== undefined && (wakeTime(stored) ?? Number.POSITIVE_INFINITY) <= now;
+  const replayed = stored !== undefined && sleepOver(wakeTime(stored), now);
   return aroundWait(rt, held, { kind: 'sleep', name: key, replayed }, () =>
     sleepFrom(rt, held, abort, { steps, key, stored }, now, ms),
   );
@@ -133,7 +133,7 @@ async function sleepFrom(
         `[@jobs/core] ctx.sleep: job ${held.job.id} has a step "${key}" that is not a sleep (a step and a sleep share names)`,
       );
     }
-    if (until <= now) return;
+    if (sleepOver(until, now)) return;
     // Woken before its time (an operator ran it, clocks moved): sleep the rest, same checkpoint.
     await serially(steps, async () => undefined);
     const list = steps.entries.length === 0 ? '[]' : `[${steps.entries.join(',')}]`;
@@ -145,6 +145,19 @@ async function sleepFrom(
   const until = Math.round(now + ms);
   const entry = entryText(key, JSON.stringify({ $sleepUntil: until }), now, 0);
   interrupt(rt, held, abort, key, until, ms, listWith(steps, key, entry));
+}
+
+/**
+ * How early a sleep may be woken and still count as over. The engine reads the store's clock
+ * through an estimate (`StoreSyncedClock`: up to half a round trip off) and the store rounds due
+ * times to whole ms, so a job made due exactly at its wake time can find itself a ms or two
+ * early; sleeping that again would run its handler once more for nothing.
+ */
+export const SLEEP_TOLERANCE_MS = 10;
+
+/** Whether a sleep until `until` (null: not a sleep) is over at `now`, within the tolerance. */
+function sleepOver(until: number | null, now: number): boolean {
+  return until !== null && until <= now + SLEEP_TOLERANCE_MS;
 }
 
 function interrupt(
