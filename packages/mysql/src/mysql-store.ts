@@ -1,10 +1,4 @@
-import {
-  assertIdentifier,
-  type ConnectionReservation,
-  type EnqueueResult,
-  JobsError,
-  StoreError,
-} from '@jobs/core';
+import { assertIdentifier, type ConnectionReservation, JobsError, StoreError } from '@jobs/core';
 import {
   checkStoreOptions,
   copiedConnectionSettings,
@@ -279,16 +273,11 @@ export class MysqlJobStore extends NotifyingSqlJobStore {
   }
 
   /**
-   * After an enqueue's own commit (no `tx`): ends the waits of a few idle stores on these
-   * tables so they acquire at once — a number that grows with the batch, not with the nodes
-   * waiting. Jobs enqueued in your transaction are seen when the waits end (`notifyWaitMs`)
-   * or by the engines' own poll.
+   * Jobs are due (an enqueue's own commit, no `tx`; a signal's waiters; released jobs): ends
+   * the waits of a few idle stores on these tables so they acquire at once — a number that
+   * grows with the jobs, not with the nodes waiting. Jobs enqueued in your transaction are seen
+   * when the waits end (`notifyWaitMs`) or by the engines' own poll.
    */
-  protected override enqueueCommitted(results: readonly EnqueueResult[]): void {
-    if (!this.closed) this.ring?.ring(results.length);
-  }
-
-  /** A signal's waiters or released jobs are due: ends a few idle stores' waits, as an enqueue does. */
   protected override jobsDue(count: number): void {
     if (!this.closed) this.ring?.ring(count);
   }

@@ -1,10 +1,4 @@
-import type {
-  AcquireRequest,
-  ConnectionReservation,
-  EnqueueResult,
-  Job,
-  MigrationResult,
-} from '@jobs/core';
+import type { AcquireRequest, ConnectionReservation, Job, MigrationResult } from '@jobs/core';
 import { StoreError, ValidationError } from '@jobs/core';
 import {
   checkStoreOptions,
@@ -239,14 +233,9 @@ export class TypeormJobStore extends NotifyingSqlJobStore {
   }
 
   /**
-   * MySQL/MariaDB, after an enqueue's own commit (no `tx`): ends the waits of a few idle stores
-   * on these tables so they acquire at once.
+   * MySQL/MariaDB, jobs are due (an enqueue's own commit, no `tx`; a signal's waiters; released
+   * jobs): ends the waits of a few idle stores on these tables so they acquire at once.
    */
-  protected override enqueueCommitted(results: readonly EnqueueResult[]): void {
-    if (!this.closed) this.ring?.ring(results.length);
-  }
-
-  /** MySQL/MariaDB: a signal's waiters or released jobs are due: ends a few waits, as an enqueue does. */
   protected override jobsDue(count: number): void {
     if (!this.closed) this.ring?.ring(count);
   }

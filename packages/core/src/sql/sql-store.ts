@@ -345,13 +345,19 @@ export class SqlJobStore implements JobStore {
     return this.context;
   }
 
-  /** An enqueue outside the caller's transaction committed (`enqueueEnv`'s other half). */
-  protected enqueueCommitted(_results: readonly EnqueueResult[]): void {}
+  /**
+   * An enqueue outside the caller's transaction committed (`enqueueEnv`'s other half): by
+   * default `jobsDue` with the jobs enqueued.
+   */
+  protected enqueueCommitted(results: readonly EnqueueResult[]): void {
+    this.jobsDue(results.length);
+  }
 
   /**
-   * `count` jobs were made due at once by a committed write other than an enqueue (a signal's
-   * waiters, released jobs). The statement that did it sent `notify` where the dialect has one;
-   * a store that wakes engines after commit instead (`enqueueCommitted`) wakes them here.
+   * `count` jobs were made due by a committed write — an enqueue outside the caller's
+   * transaction (`enqueueCommitted`), a signal's waiters, released jobs. The statement that did
+   * it sent `notify` where the dialect has one; a store that wakes engines after commit instead
+   * wakes them here.
    */
   protected jobsDue(_count: number): void {}
 
