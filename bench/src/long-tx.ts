@@ -18,7 +18,13 @@ import { fileURLToPath } from 'node:url';
 import { JobEngine, silentLogger } from '@jobs/core';
 import { PostgresJobStore } from '@jobs/postgres';
 import pg from 'pg';
-import { dropPostgresSchemas, printTable, sleep, spawnWorker } from './harness.js';
+import {
+  dropPostgresSchemas,
+  enqueueInBatches,
+  printTable,
+  sleep,
+  spawnWorker,
+} from './harness.js';
 import type { DrainWorkerArgs } from './peers/drain-worker.js';
 
 const PG_URL = process.env.JOBS_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -49,12 +55,11 @@ async function run(seconds: number, holdTransaction: boolean, tuned: boolean): P
   }
   const engine = new JobEngine({ store, logger: silentLogger, handlers: { noop: async () => {} } });
   const topUp = async () => {
-    const waiting = (await store.bulk.countJobs({}, BACKLOG)) ?? 0;
-    for (let have = waiting; have < BACKLOG; have += 1_000) {
-      await engine.enqueueMany(
-        Array.from({ length: 1_000 }, (_, i) => ({ type: 'noop' as const, payload: { i } })),
-      );
-    }
+    const missing = BACKLOG - (await store.bulk.countJobs({}, BACKLOG));
+    if (missing <= 0) return;
+    await enqueueInBatches(Math.ceil(missing / 1_000) * 1_000, (payloads) =>
+      engine.enqueueMany(payloads.map((payload) => ({ type: 'noop' as const, payload }))),
+    );
   };
   await topUp();
   const holder = new pg.Client({ connectionString: PG_URL });

@@ -21,7 +21,13 @@ import { MysqlJobStore } from '@jobs/mysql';
 import { PostgresJobStore } from '@jobs/postgres';
 import mysql from 'mysql2/promise';
 import { findPgbouncer, startPgbouncer } from '../../packages/postgres/test/pgbouncer.js';
-import { type DrainResult, drainWithWorkers, dropPostgresSchemas, printTable } from './harness.js';
+import {
+  type DrainResult,
+  drainWithWorkers,
+  dropPostgresSchemas,
+  enqueueInBatches,
+  printTable,
+} from './harness.js';
 import type { DrainWorkerArgs } from './peers/drain-worker.js';
 
 const PG_URL = process.env.JOBS_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -67,12 +73,9 @@ async function prepare(target: Target, total: number, bouncerUrl: string | null)
   }
   await store.migrate();
   const engine = new JobEngine({ store, logger: silentLogger, handlers: { noop: async () => {} } });
-  for (let i = 0; i < total; i += 1_000) {
-    const size = Math.min(1_000, total - i);
-    await engine.enqueueMany(
-      Array.from({ length: size }, (_, j) => ({ type: 'noop' as const, payload: { i: i + j } })),
-    );
-  }
+  await enqueueInBatches(total, (payloads) =>
+    engine.enqueueMany(payloads.map((payload) => ({ type: 'noop' as const, payload }))),
+  );
   return { store, args, drop };
 }
 
