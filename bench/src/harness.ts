@@ -493,6 +493,20 @@ export async function dropPostgresSchemas(url: string, schemas: readonly string[
 // ---------------------------------------------------------------------------------------------
 // phases several suites measure alike
 
+/**
+ * Counts, from now on, every statement this process sends through `pg`'s `Client#query` (pools
+ * and every library on the same `pg` copy too); returns the count's reader.
+ */
+export function countPgQueries(): () => number {
+  let queries = 0;
+  const clientQuery = pg.Client.prototype.query;
+  pg.Client.prototype.query = function countedQuery(this: pg.Client, ...args: unknown[]) {
+    queries++;
+    return (clientQuery as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof clientQuery;
+  return () => queries;
+}
+
 /** Enqueues `total` jobs with payloads `{ i }` in batches through `enqueueBatch`; returns the ms. */
 export async function enqueueInBatches(
   total: number,

@@ -12,8 +12,13 @@ import { JobEngine, silentLogger } from '@jobs/core';
 import { MysqlJobStore } from '@jobs/mysql';
 import { PostgresJobStore } from '@jobs/postgres';
 import mysqlCore from 'mysql2';
-import pg from 'pg';
-import { jobRecorder, measuredWork, serveWorker, type WorkerStats } from '../harness.js';
+import {
+  countPgQueries,
+  jobRecorder,
+  measuredWork,
+  serveWorker,
+  type WorkerStats,
+} from '../harness.js';
 
 export interface DrainWorkerArgs {
   store: 'postgres' | 'mysql';
@@ -26,19 +31,18 @@ export interface DrainWorkerArgs {
   concurrency: number;
 }
 
-let queries = 0;
-const count = (proto: Record<string, unknown>, method: string) => {
-  const original = proto[method] as (...args: unknown[]) => unknown;
-  proto[method] = function counted(this: unknown, ...args: unknown[]) {
-    queries++;
-    return original.apply(this, args);
-  };
-};
-count(pg.Client.prototype as unknown as Record<string, unknown>, 'query');
+const pgQueries = countPgQueries();
+let mysqlQueries = 0;
 const mysqlConnection = (mysqlCore as unknown as { Connection: { prototype: object } }).Connection
   .prototype as Record<string, unknown>;
-count(mysqlConnection, 'query');
-count(mysqlConnection, 'execute');
+for (const method of ['query', 'execute']) {
+  const original = mysqlConnection[method] as (...args: unknown[]) => unknown;
+  mysqlConnection[method] = function counted(this: unknown, ...args: unknown[]) {
+    mysqlQueries++;
+    return original.apply(this, args);
+  };
+}
+const queries = () => pgQueries() + mysqlQueries;
 
 serveWorker<DrainWorkerArgs, WorkerStats>(async (args, io) => {
   const store =
@@ -69,6 +73,6 @@ serveWorker<DrainWorkerArgs, WorkerStats>(async (args, io) => {
       },
     },
     recorder,
-    () => queries,
+    queries,
   );
 });

@@ -10,9 +10,9 @@
 import { JobEngine, silentLogger } from '@jobs/core';
 import { PostgresJobStore } from '@jobs/postgres';
 import { Logger as GraphileLogger, run as runGraphile } from 'graphile-worker';
-import pg from 'pg';
 import { PgBoss } from 'pg-boss';
 import {
+  countPgQueries,
   jobRecorder,
   measuredWork,
   serveWorker,
@@ -43,12 +43,7 @@ export type PgWorkerResult = WorkerStats;
  * Counts round trips: every statement of every connection goes through `Client#query` (pools
  * too). graphile-worker and pg-boss use the same `pg` copy, so all are counted alike.
  */
-let queries = 0;
-const clientQuery = pg.Client.prototype.query;
-pg.Client.prototype.query = function countedQuery(this: pg.Client, ...args: unknown[]) {
-  queries++;
-  return (clientQuery as (...a: unknown[]) => unknown).apply(this, args);
-} as typeof clientQuery;
+const queries = countPgQueries();
 
 serveWorker<PgWorkerArgs, PgWorkerResult>(async (args, io) => {
   const recorder = jobRecorder();
@@ -145,7 +140,7 @@ serveWorker<PgWorkerArgs, PgWorkerResult>(async (args, io) => {
     };
   }
 
-  return measuredWork(io, { start, stop }, recorder, () => queries);
+  return measuredWork(io, { start, stop }, recorder, queries);
 });
 
 function quietGraphileLogger(): GraphileLogger {

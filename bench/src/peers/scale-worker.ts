@@ -9,8 +9,7 @@
  */
 import { JobEngine, silentLogger } from '@jobs/core';
 import { PostgresJobStore, type WakeUps } from '@jobs/postgres';
-import pg from 'pg';
-import { serveWorker } from '../harness.js';
+import { countPgQueries, serveWorker } from '../harness.js';
 
 export interface ScaleWorkerArgs {
   url: string;
@@ -21,12 +20,7 @@ export interface ScaleWorkerArgs {
   type?: string;
 }
 
-let queries = 0;
-const clientQuery = pg.Client.prototype.query;
-pg.Client.prototype.query = function countedQuery(this: pg.Client, ...args: unknown[]) {
-  queries++;
-  return (clientQuery as (...a: unknown[]) => unknown).apply(this, args);
-} as typeof clientQuery;
+const queries = countPgQueries();
 
 serveWorker<ScaleWorkerArgs, { statements: number }>(async (args, io) => {
   const store = new PostgresJobStore({
@@ -54,7 +48,7 @@ serveWorker<ScaleWorkerArgs, { statements: number }>(async (args, io) => {
   const answer = async (): Promise<void> => {
     while (!stopped) {
       await io.waitFor('count');
-      io.send('counted', queries);
+      io.send('counted', queries());
     }
   };
   void answer();
@@ -62,5 +56,5 @@ serveWorker<ScaleWorkerArgs, { statements: number }>(async (args, io) => {
   stopped = true;
   await engine.stop();
   await store.close();
-  return { statements: queries };
+  return { statements: queries() };
 });
