@@ -99,12 +99,6 @@ export type WakeUps = 'targeted' | 'broadcast';
 /** How long `close()` waits for a wake-up under way. */
 const WAKE_DRAIN_MS = 1_000;
 
-/** `query`'s `?` parameters numbered `$1…` (pg's own placeholders). */
-function numbered(query: Query): { text: string; values: unknown[] } {
-  let n = 1;
-  return { text: query.sql.replace(/\?/g, () => `$${n++}`), values: [...query.params] };
-}
-
 /** pg's pool keeps its settings, `max` filled in, as `options`; it reads `max` on each connect. */
 function poolOptions(pool: Pool): { max: number } {
   return (pool as unknown as { options: { max: number } }).options;
@@ -229,13 +223,25 @@ export class PostgresJobStore extends NotifyingSqlJobStore {
     this.wakeUps = wakeUps;
     this.targets = targets;
     this.quietContext = { ...this.context, notify: null };
+    // On the store's own connection (the lease renewals'), not a pooled one: a wake-up sent on
+    // the pool while the next enqueue runs moves that enqueue to another pooled connection,
+    // and alternating connections cost a bulk enqueue ~18 % (batches of 5,000, measured); on a
+    // connection of its own, ~3 %. A renewal waits behind at most one wake-up (coalesced: one
+    // in flight), a statement of a millisecond or two.
     this.wakes = new CoalescedWakes((combinations) => {
       const query =
         wakeUps === 'targeted' && combinations !== null
           ? targets.notifyQuery(combinations, true)
           : { sql: "SELECT pg_notify(?, '')", params: [channel] };
-      const { text, values } = numbered(query);
-      return this.closed ? Promise.resolve() : pool.query(text, values);
+      return this.closed
+        ? Promise.resolve()
+        : this.run(
+            'wake',
+            function* () {
+              yield query;
+            },
+            { transaction: false, purpose: 'heartbeat' },
+          );
     });
     this.schema = schema;
     this.channel = channel;
