@@ -17,7 +17,6 @@ import {
   PoolSizing,
   PROBE_PAYLOAD,
   postgresDialect,
-  type Query,
   type ReconnectingListener,
   resolveConnectionTimeouts,
   type SqlEnv,
