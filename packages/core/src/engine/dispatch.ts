@@ -4,6 +4,8 @@
  * to its batch (`batches.ts`) — and hands the outcome to settlement: a completion, a failure
  * with its retry decision (`retry.ts`), or a release after `stop()`.
  */
+
+import { monotonicNow } from '../clock.js';
 import {
   CancelledError,
   JobsError,
@@ -102,11 +104,12 @@ export class Dispatcher {
     const { concurrency } = this.rt.options;
     const lapsed: HeldJob[] = [];
     while (this.rt.running && jobs.executing + jobs.starting < concurrency) {
-      const next = jobs.takeForSlot();
-      if (!next) break;
-      if (next.next === 'start') this.execute(next.held);
-      else if (next.next === 'mark') this.startMarks.request(next.held);
-      else lapsed.push(next.held);
+      const now = monotonicNow();
+      const held = jobs.takeForSlot(now);
+      if (!held) break;
+      if (held.phase === 'buffered') this.execute(held, now);
+      else if (held.phase === 'starting') this.startMarks.request(held);
+      else lapsed.push(held);
     }
     this.callBatchesIfFull();
     if (lapsed.length > 0) {
@@ -116,8 +119,11 @@ export class Dispatcher {
     }
   }
 
-  /** Starts the handler of `held`, whose start the store records (or needs not record). */
-  execute(held: HeldJob): void {
+  /**
+   * Starts the handler of `held`, whose start the store records (or needs not record), if its
+   * local deadline is still ahead at `now` (this process's clock).
+   */
+  execute(held: HeldJob, now = monotonicNow()): void {
     const { job } = held;
     const resolved = this.rt.options.handlers.get(job.type);
     if (!resolved) {
@@ -126,7 +132,7 @@ export class Dispatcher {
       this.giveBackUnknown(held);
       return;
     }
-    if (!this.rt.jobs.begin(held)) {
+    if (!this.rt.jobs.begin(held, now)) {
       // The local deadline passed before it could start: another owner may hold it now.
       this.rt.reportLeaseLost(held);
       return;

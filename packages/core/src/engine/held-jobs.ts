@@ -332,36 +332,37 @@ export class HeldJobs {
   }
 
   /**
-   * Takes the next buffered job for a free slot: `start` when the store records it as started,
-   * `mark` when its start must be recorded first (it is now `starting`), `lapsed` when its
-   * local deadline passed while it waited (it is now `settling`, to be released: fenced by its
-   * token, so a release after another owner took the job changes nothing), or null.
+   * Takes the next buffered job for a free slot, or null; its phase then says what to do:
+   * still `buffered` when the store records it as started (start it: `begin`), `starting` when
+   * its start must be recorded first, `settling` when its local deadline passed while it
+   * waited (to be released: fenced by its token, so a release after another owner took the
+   * job changes nothing). `now`: this process's clock (`monotonicNow`), read by the caller.
    */
-  takeForSlot(): { held: HeldJob; next: 'start' | 'mark' | 'lapsed' } | null {
+  takeForSlot(now: number): HeldJob | null {
     const held = this.shiftBuffered();
     if (!held) return null;
-    if (!this.deadlineAhead(held)) {
+    if (!this.deadlineAhead(held, now)) {
       this.toSettling(held);
-      return { held, next: 'lapsed' };
+      return held;
     }
     // Still `buffered` (out of the queue) until `begin` moves it on.
-    if (held.startMarked) return { held, next: 'start' };
+    if (held.startMarked) return held;
     this.buffered -= 1;
     this.setPhase(held, 'starting');
     this.starting += 1;
-    return { held, next: 'mark' };
+    return held;
   }
 
   /**
    * `held` (`buffered`, or `starting` once its start was recorded) starts running now, if its
    * local deadline is still ahead; returns false (and the job is `lost`) when it is not.
    */
-  begin(held: HeldJob): boolean {
+  begin(held: HeldJob, now = monotonicNow()): boolean {
     const from = held.phase;
     if (from === 'starting') this.starting -= 1;
     else if (from === 'buffered') this.buffered -= 1;
     else return false;
-    if (!this.deadlineAhead(held)) {
+    if (!this.deadlineAhead(held, now)) {
       this.toLost(held);
       return false;
     }
