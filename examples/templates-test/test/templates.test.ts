@@ -205,6 +205,9 @@ describe('examples are templates', () => {
           await typecheckWith(await currentTsc, dir, 'tsconfig.json');
           await template.start(dir);
         },
+        // An install and two typechecks beside eight other examples doing the same: 2–3
+        // minutes on a loaded two-core machine, more than the file's 180 s default.
+        300_000,
       );
     }
   });

@@ -4,9 +4,11 @@
  * port, and leaves nothing behind when destroyed. Skipped, with the reason, where the server
  * binaries are missing; under CI=true that fails instead.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
-import { afterEach, expect, it } from 'vitest';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, expect, it, onTestFinished } from 'vitest';
 import { DatabaseServer, type DatabaseServerKind, describeIfAvailable } from '../src/index.js';
 
 /** Connects to 127.0.0.1:`port`: `open`, or the error code (`ECONNREFUSED` when nothing listens). */
@@ -29,9 +31,14 @@ for (const kind of ['postgres', 'mariadb'] as const satisfies readonly DatabaseS
       server = null;
     }, 30_000);
 
-    it('accepts on its own port, refuses while stopped either way, comes back on the same port, and destroy() removes its directory', {
+    it('accepts on its own port, refuses while stopped either way, comes back on the same port, leaves the shared tmpdir alone, and destroy() removes its directory', {
       timeout: 60_000,
     }, async () => {
+      // Named like a temporary table of a server using the shared tmpdir (the shared MariaDB's
+      // on 3306): mariadbd deletes every `#sql*` file in its own tmpdir when it starts.
+      const probe = join(tmpdir(), `#sql-jobs-probe-${process.pid}-${kind}.MAI`);
+      writeFileSync(probe, '');
+      onTestFinished(() => rmSync(probe, { force: true }));
       server = await DatabaseServer.create(kind);
       const { port, directory } = server;
       expect(server.url()).toContain(`@127.0.0.1:${port}/`);
@@ -46,6 +53,8 @@ for (const kind of ['postgres', 'mariadb'] as const satisfies readonly DatabaseS
       expect(await dial(port)).toBe('ECONNREFUSED');
       await server.restart('immediate', 100);
       expect(await dial(port)).toBe('open');
+
+      expect(existsSync(probe)).toBe(true);
 
       await server.destroy();
       expect([existsSync(directory), await dial(port)]).toEqual([false, 'ECONNREFUSED']);

@@ -7,7 +7,15 @@
  * comes back.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import {
+  chownSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+} from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
@@ -255,12 +263,18 @@ function greets(port: number): Promise<boolean> {
 function mariadbFlavour(dir: string): Flavour {
   const { server, install } = mariadbBinaries() as { server: string; install: string };
   const data = join(dir, 'data');
+  const tmp = join(dir, 'tmp');
+  mkdirSync(tmp, { recursive: true });
   const logFile = join(dir, 'server.log');
   // mariadbd will not run as root unless told to.
   const asRoot = isRoot() ? ['--user=root'] : [];
   let child: ChildProcess | null = null;
   let exited: Promise<void> = Promise.resolve();
-  const common = ['--no-defaults', `--datadir=${data}`, ...asRoot];
+  // A temporary directory of its own (the install's bootstrap server's too): at start,
+  // mariadbd deletes every `#sql*` file in its tmpdir, and in the shared /tmp those are the
+  // shared server's temporary tables in use ("Error on delete of '/tmp/#sql-temptable-….MAI'"
+  // in a test beside it).
+  const common = ['--no-defaults', `--datadir=${data}`, `--tmpdir=${tmp}`, ...asRoot];
   return {
     logFile,
     init: () =>
