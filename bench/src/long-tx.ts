@@ -18,6 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { JobEngine, silentLogger } from '@jobs/core';
 import { PostgresJobStore } from '@jobs/postgres';
 import pg from 'pg';
+import { PG_URL } from './drain-targets.js';
 import {
   dropPostgresSchemas,
   enqueueInBatches,
@@ -27,7 +28,6 @@ import {
 } from './harness.js';
 import type { DrainWorkerArgs } from './peers/drain-worker.js';
 
-const PG_URL = process.env.JOBS_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const WORKER = fileURLToPath(new URL('./peers/drain-worker.ts', import.meta.url));
 const BACKLOG = 5_000;
 const WINDOWS = 5;

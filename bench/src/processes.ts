@@ -21,6 +21,7 @@ import { MysqlJobStore } from '@jobs/mysql';
 import { PostgresJobStore } from '@jobs/postgres';
 import mysql from 'mysql2/promise';
 import { findPgbouncer, startPgbouncer } from '../../packages/postgres/test/pgbouncer.js';
+import { PG_URL } from './drain-targets.js';
 import {
   type DrainResult,
   drainWithWorkers,
@@ -30,7 +31,6 @@ import {
 } from './harness.js';
 import type { DrainWorkerArgs } from './peers/drain-worker.js';
 
-const PG_URL = process.env.JOBS_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const MYSQL_URL = process.env.JOBS_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
 const WORKER = fileURLToPath(new URL('./peers/drain-worker.ts', import.meta.url));
 const CONCURRENCY = 10;
