@@ -166,3 +166,34 @@ export function stepsJson(steps: readonly JobStep[]): string {
     })),
   );
 }
+
+/**
+ * Payload copies `checkPayload` parsed from their JSON text, with that text. A store writes the
+ * text without serialising the payload again, and gives the copy itself as the new job's
+ * payload (`takeCheckedPayload`) instead of parsing the text back. Weak: a copy no store took is
+ * collected with it.
+ */
+const CHECKED_PAYLOADS = new WeakMap<object, string>();
+
+/** `copy` is `JSON.parse(text)`, made by the engine and held by nothing else. */
+export function rememberPayloadText(copy: unknown, text: string): void {
+  if (typeof copy === 'object' && copy !== null) CHECKED_PAYLOADS.set(copy, text);
+}
+
+/** The JSON text a store writes for `payload` (an undefined payload is JSON null). */
+export function payloadJson(payload: unknown): string {
+  if (typeof payload === 'object' && payload !== null) {
+    const text = CHECKED_PAYLOADS.get(payload);
+    if (text !== undefined) return text;
+  }
+  return payload === undefined ? 'null' : JSON.stringify(payload);
+}
+
+/**
+ * True when `payload` is a copy `checkPayload` made (so exactly what its JSON text reads back
+ * as): the store may hand it out as the written job's payload. Forgotten from then on, so a
+ * caller who changes it later gets it serialised anew.
+ */
+export function takeCheckedPayload(payload: unknown): boolean {
+  return typeof payload === 'object' && payload !== null && CHECKED_PAYLOADS.delete(payload);
+}

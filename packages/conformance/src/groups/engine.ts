@@ -104,6 +104,29 @@ export function engineGroup(h: Harness): void {
     h.timeout(2),
   );
 
+  it('a payload enqueue returns is the caller’s own: changed and enqueued again, by the engine or the store, the new job holds the change', async () => {
+    const store = await h.open();
+    const engine = new JobEngine({ store, logger: silentLogger });
+    const [job] = await engine.enqueueMany([
+      { type: 'client', payload: { list: [1, 2] } },
+      { type: 'client', payload: { list: [5] } },
+    ]);
+    const payload = job!.payload as { list: number[] };
+    expect(payload).toEqual({ list: [1, 2] });
+    payload.list.push(3);
+    const again = await engine.enqueue('client', payload);
+    payload.list.push(4);
+    const [direct] = await enqueueJobs(store, [{ payload }]);
+    expect((await store.getJob(job!.id))?.payload).toEqual({ list: [1, 2] });
+    expect((await store.getJob(again.id))?.payload).toEqual({ list: [1, 2, 3] });
+    expect(again.payload).toEqual({ list: [1, 2, 3] });
+    expect((await store.getJob(direct!.id))?.payload).toEqual({ list: [1, 2, 3, 4] });
+    // The payload of `again` is its own too.
+    (again.payload as { list: number[] }).list.push(9);
+    const [later] = await enqueueJobs(store, [{ payload: again.payload }]);
+    expect((await store.getJob(later!.id))?.payload).toEqual({ list: [1, 2, 3, 9] });
+  });
+
   it('a job enqueued by a client engine is run by a worker engine on another connection', async () => {
     const store = await h.open();
     const [clientStore, workerStore] = await h.peers(store, 2);

@@ -247,6 +247,32 @@ export function enqueueGroup(h: Harness): void {
     expect(await store.listJobs({ limit: 10, offset: 0 })).toHaveLength(3);
   });
 
+  it('a batch of 1,203 with keyed jobs among runs of keyless ones comes back in input order, each job as given', async () => {
+    const store = await h.open();
+    // Keys at 0, 250, …: runs of keyless jobs longer and shorter than a store's insert chunk;
+    // the key at 1,000 is the one at 250 again.
+    const keyOf = (i: number): string | null =>
+      i % 250 === 0 ? `k${i === 1_000 ? 250 : i}` : i === 1_202 ? 'last' : null;
+    const batch = Array.from({ length: 1_203 }, (_, i) =>
+      makeNewJob({ payload: { i }, key: keyOf(i), priority: i % 7 }),
+    );
+    const results = await store.enqueue(batch);
+    expect(results).toHaveLength(batch.length);
+    for (const [i, { job, created }] of results.entries()) {
+      expect(created).toBe(i !== 1_000);
+      expect(job.payload).toEqual({ i: i === 1_000 ? 250 : i });
+      expect(job.key).toBe(keyOf(i));
+      expect(job.priority).toBe((i === 1_000 ? 250 : i) % 7);
+    }
+    expect(results[1_000]!.job.id).toBe(results[250]!.job.id);
+    const created = results.filter((r) => r.created).map((r) => Number(r.job.id));
+    expect([...created].sort((a, b) => a - b)).toEqual(created);
+    expect(new Set(created).size).toBe(1_202);
+    for (const i of [0, 249, 251, 499, 500, 501, 999, 1_001, 1_202]) {
+      expect(await store.getJob(results[i]!.job.id)).toEqual(results[i]!.job);
+    }
+  });
+
   it('a key is unique across types and states: running and deadletter jobs still hold it', async () => {
     const store = await h.open();
     const [running, dead] = await enqueueJobs(store, [{ key: 'r' }, { key: 'd', retries: 0 }]);

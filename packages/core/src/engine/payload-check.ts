@@ -4,6 +4,7 @@
  * with the path of what JSON would drop or change, or no store would keep.
  */
 import { ValidationError } from '../errors.js';
+import { rememberPayloadText } from '../store-support.js';
 
 /** Deepest nesting of a payload every store's JSON column holds (MySQL's limit is 100). */
 export const MAX_PAYLOAD_DEPTH = 64;
@@ -26,14 +27,20 @@ export const UNSTORABLE_IN_JSON =
 export function checkPayload(payload: unknown, maxBytes: number, field = 'payload'): unknown {
   if (payload === undefined) return null;
   const text = jsonText(payload, field);
-  const bytes = Buffer.byteLength(text, 'utf8');
-  if (bytes > maxBytes) {
-    throw new ValidationError(
-      field,
-      `is ${bytes} bytes of JSON, more than the limit of ${maxBytes}`,
-    );
+  // UTF-8 takes at most 3 bytes per UTF-16 unit: most texts need no count.
+  if (text.length * 3 > maxBytes) {
+    const bytes = Buffer.byteLength(text, 'utf8');
+    if (bytes > maxBytes) {
+      throw new ValidationError(
+        field,
+        `is ${bytes} bytes of JSON, more than the limit of ${maxBytes}`,
+      );
+    }
   }
-  return JSON.parse(text) as unknown;
+  const copy = JSON.parse(text) as unknown;
+  // Its text, so a store need not serialise it again (see `payloadJson`).
+  rememberPayloadText(copy, text);
+  return copy;
 }
 
 /**

@@ -21,7 +21,7 @@
  * A finished job's row is deleted.
  */
 import { dueTime } from '../rules/due.js';
-import { readLogs, readSteps } from '../store-support.js';
+import { payloadJson, readLogs, readSteps } from '../store-support.js';
 
 // The rules the row mapping and the operations use, where the SQL core's code imports them.
 export { dueTime } from '../rules/due.js';
@@ -171,7 +171,7 @@ export function newJobValues(
 ): SqlValue[] {
   const due = dueTime(job, now);
   // An undefined payload is stored as JSON null, as the memory store keeps it.
-  const json = encode.json ?? ((v: unknown) => JSON.stringify(v === undefined ? null : v));
+  const json = encode.json ?? payloadJson;
   return [
     job.type,
     json(job.payload),

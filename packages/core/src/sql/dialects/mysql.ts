@@ -24,6 +24,7 @@ import type {
   JobRef,
   NewJob,
 } from '../../store.js';
+import { payloadJson } from '../../store-support.js';
 import {
   acquisitionOrderBy,
   type Dialect,
@@ -142,8 +143,6 @@ const MIGRATE_LOCK_SECONDS = 60;
 const encode = {
   time: (date: Date): SqlValue => date.toISOString().replace('T', ' ').replace('Z', ''),
   bool: (value: boolean): SqlValue => (value ? 1 : 0),
-  // `undefined` is not JSON; it is stored as null, as the memory store does.
-  json: (value: unknown): SqlValue => (value === undefined ? 'null' : JSON.stringify(value)),
 };
 
 /** The MySQL 8 / MariaDB 10.6+ dialect (see the file comment). */
@@ -408,7 +407,7 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
       chunksOf(
         batch.map((job) => {
           const row: SqlValue[] = [];
-          row[PAYLOAD_AT] = encode.json(job.payload);
+          row[PAYLOAD_AT] = payloadJson(job.payload);
           row[META_AT] = job.meta ? JSON.stringify(job.meta) : null;
           return row;
         }),

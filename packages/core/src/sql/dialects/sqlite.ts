@@ -130,6 +130,8 @@ const COLUMN_MASK: readonly number[] = INSERT_JOB_COLUMNS.map((_, i) =>
 );
 const isSkipped = (i: number, skipped: number): boolean =>
   ((COLUMN_MASK[i] as number) & skipped) !== 0;
+/** Ids up to this are exact as JavaScript numbers. */
+const MAX_SAFE_ID = BigInt(Number.MAX_SAFE_INTEGER);
 /** A row with every job column null, the base of a row built from what was written. */
 const EMPTY_ROW: SqlRow = Object.fromEntries(JOB_COLUMN_NAMES.map((c) => [c, null]));
 
@@ -372,16 +374,21 @@ export function sqliteDialect(options: SqliteDialectOptions): Dialect {
           };
           inserted.push(...read.rows);
         } else {
+          // Each row as an array in `JOB_COLUMN_NAMES` order (id, the inserted values, then
+          // the columns an insert leaves null), read into one object shape by `jobRowAt`.
           const last = BigInt(outcome.insertId);
+          const exact = last <= MAX_SAFE_ID; // ids as numbers, no BigInt per row
           for (let k = 0; k < n; k++) {
             const values = rows[from + k] as readonly unknown[];
-            const written: SqlRow = { ...EMPTY_ROW, id: String(last - BigInt(n - 1 - k)) };
+            const written: unknown[] = new Array(JOB_COLUMN_NAMES.length).fill(null);
+            written[0] = exact
+              ? String(Number(last) - (n - 1 - k))
+              : String(last - BigInt(n - 1 - k));
             for (let i = 0; i < INSERT_JOB_COLUMNS.length; i++) {
               const v = values[i];
-              written[INSERT_JOB_COLUMNS[i] as string] =
-                i === PAYLOAD && v === undefined ? 'null' : v;
+              written[i + 1] = i === PAYLOAD && v === undefined ? 'null' : v;
             }
-            inserted.push(written);
+            inserted.push(jobRowAt(written));
           }
         }
         from += n;

@@ -4,7 +4,8 @@
  * picks it in its `ops`, giving its own inserts.
  */
 import { StoreError } from '../../errors.js';
-import type { EnqueueResult, NewJob } from '../../store.js';
+import type { EnqueueResult, Job, NewJob } from '../../store.js';
+import { takeCheckedPayload } from '../../store-support.js';
 import type { OpSpec, SqlEnv } from '../dialect.js';
 import type { Operation, Query } from '../executor.js';
 import { now } from '../operations/enqueue.js';
@@ -46,40 +47,54 @@ function* insertRowByRow(
   { insertJobs, insertJob, lockKeys }: RowInserts,
   jobs: readonly NewJob[],
 ): Operation<EnqueueResult[]> {
-  const at = yield* now(c);
+  const at = c.d.clockNow ? c.d.clockNow() : yield* now(c);
   const results: EnqueueResult[] = [];
-  const encode = { time: c.d.time, bool: c.d.bool };
-  const keys = [
-    ...new Set(jobs.map((job) => job.key).filter((k): k is string => typeof k === 'string')),
-  ];
-  if (keys.length > 1) {
-    const lock = lockKeys?.(keys.sort()) ?? null;
+  if (lockKeys) {
+    const keys = [
+      ...new Set(jobs.map((job) => job.key).filter((k): k is string => typeof k === 'string')),
+    ];
+    const lock = keys.length > 1 ? lockKeys(keys.sort()) : null;
     if (lock) yield lock;
   }
-  let run: NewJob[] = [];
-  function* flush(): Operation<void> {
-    if (run.length === 0) return;
-    const rows = yield* insertJobs(run.map((job) => newJobValues(job, at, encode)));
-    if (rows.length !== run.length) {
-      throw new StoreError(
-        `[${c.label}] enqueue: inserted ${run.length} jobs but read back ${rows.length}`,
-      );
-    }
-    for (const row of rows) results.push({ job: rowToJob(row), created: true });
-    run = [];
-  }
-  for (const job of jobs) {
+  // Keyless jobs in runs of at most `INSERT_CHUNK`, each keyed job alone, in input order.
+  let from = 0;
+  for (let i = 0; i < jobs.length; i++) {
+    const job = jobs[i] as NewJob;
     if ((job.key ?? null) === null) {
-      run.push(job);
-      if (run.length >= INSERT_CHUNK) yield* flush();
-      continue;
+      if (i + 1 - from < INSERT_CHUNK) continue;
+      yield* insertRun(c, insertJobs, jobs, from, i + 1, at, results);
+    } else {
+      if (from < i) yield* insertRun(c, insertJobs, jobs, from, i, at, results);
+      results.push(yield* enqueueKeyed(c, insertJob, job, at));
     }
-    yield* flush();
-    results.push(yield* enqueueKeyed(c, insertJob, job, at, encode));
+    from = i + 1;
   }
-  yield* flush();
+  if (from < jobs.length) yield* insertRun(c, insertJobs, jobs, from, jobs.length, at, results);
   if (c.notify && results.some((r) => r.created)) yield c.notify;
   return results;
+}
+
+/** Inserts the keyless `jobs[from..to)` in one `insertJobs`; appends them to `results`. */
+function* insertRun(
+  c: SqlEnv,
+  insertJobs: RowInserts['insertJobs'],
+  jobs: readonly NewJob[],
+  from: number,
+  to: number,
+  at: Date,
+  results: EnqueueResult[],
+): Operation<void> {
+  const values: SqlValue[][] = new Array(to - from);
+  for (let k = from; k < to; k++) values[k - from] = newJobValues(jobs[k] as NewJob, at, c.d);
+  const rows = yield* insertJobs(values);
+  if (rows.length !== values.length) {
+    throw new StoreError(
+      `[${c.label}] enqueue: inserted ${values.length} jobs but read back ${rows.length}`,
+    );
+  }
+  for (let k = 0; k < rows.length; k++) {
+    results.push({ job: written(rows[k] as SqlRow, jobs[from + k]), created: true });
+  }
 }
 
 function* enqueueKeyed(
@@ -87,16 +102,15 @@ function* enqueueKeyed(
   insertJob: RowInserts['insertJob'],
   job: NewJob,
   at: Date,
-  encode: { time: (d: Date) => SqlValue; bool: (b: boolean) => SqlValue },
 ): Operation<EnqueueResult> {
   let result: EnqueueResult | undefined;
   yield* insertKeyed(
     [job],
     (j) => j.key,
     function* () {
-      const inserted = yield* insertJob(newJobValues(job, at, encode));
+      const inserted = yield* insertJob(newJobValues(job, at, c.d));
       if (inserted) {
-        result = { job: rowToJob(inserted), created: true };
+        result = { job: written(inserted, job), created: true };
         return [];
       }
       const holder = (yield {
@@ -111,4 +125,14 @@ function* enqueueKeyed(
     },
   );
   return result as EnqueueResult;
+}
+
+/**
+ * The job `row` holds, inserted for `job`: its payload is `job`'s own when that is the engine's
+ * checked copy (exactly what the JSON text written reads back as), else parsed from the row.
+ */
+function written(row: SqlRow, job: NewJob | undefined): Job {
+  // The row is this enqueue's own (built from the values written, or read back).
+  if (job && takeCheckedPayload(job.payload)) row.payload = job.payload;
+  return rowToJob(row);
 }
