@@ -186,7 +186,8 @@ export function payloadJson(payload: unknown): string {
     const text = CHECKED_PAYLOADS.get(payload);
     if (text !== undefined) return text;
   }
-  return payload === undefined ? 'null' : JSON.stringify(payload);
+  // JSON has no text for undefined (nor for a function): stored as null.
+  return JSON.stringify(payload) ?? 'null';
 }
 
 /**

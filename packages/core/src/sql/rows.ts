@@ -157,6 +157,17 @@ export function jobRowAt(
 }
 
 /**
+ * The row an INSERT of `values` (`newJobValues`) wrote, given its `id`: the columns an insert
+ * leaves null are null. One object shape, as `jobRowAt` makes it.
+ */
+export function insertedJobRow(id: string, values: readonly unknown[]): SqlRow {
+  const written: unknown[] = new Array(JOB_COLUMN_NAMES.length).fill(null);
+  written[0] = id;
+  for (let i = 0; i < INSERT_JOB_COLUMNS.length; i++) written[i + 1] = values[i];
+  return jobRowAt(written);
+}
+
+/**
  * Values for `INSERT_JOB_COLUMNS`, given the store's `now` and how the dialect writes times and
  * booleans. The state is `timer` when the job is due later than now, `async` otherwise.
  */

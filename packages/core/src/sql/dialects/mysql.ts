@@ -24,7 +24,7 @@ import type {
   JobRef,
   NewJob,
 } from '../../store.js';
-import { payloadJson } from '../../store-support.js';
+import { payloadJson, takeCheckedPayload } from '../../store-support.js';
 import {
   acquisitionOrderBy,
   type Dialect,
@@ -54,6 +54,7 @@ import {
 } from '../portable/lock-then-write.js';
 import {
   INSERT_JOB_COLUMNS,
+  insertedJobRow,
   newJobValues,
   readBool,
   readTime,
@@ -292,11 +293,7 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
       }
       const first = BigInt(header.insertId);
       chunk.forEach((index, i) => {
-        const row: SqlRow = { id: String(first + BigInt(i) * step) };
-        INSERT_JOB_COLUMNS.forEach((column, k) => {
-          row[column] = values[index]?.[k];
-        });
-        stored.set(index, row);
+        stored.set(index, insertedJobRow(String(first + BigInt(i) * step), values[index] ?? []));
       });
     }
     return stored;
@@ -481,7 +478,11 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
       if (notify && inserted.size > 0) yield notify;
       return newJobs.map((job, index) => {
         const mine = inserted.get(index);
-        if (mine) return { job: rowToJob(mine), created: true };
+        if (mine) {
+          // The engine's checked copy is exactly what its JSON text reads back as.
+          if (takeCheckedPayload(job.payload)) mine.payload = job.payload;
+          return { job: rowToJob(mine), created: true };
+        }
         const key = job.key as string;
         const holder = holders.get(key) ?? inserted.get(firstOfKey.get(key) as number);
         if (!holder) {

@@ -14,6 +14,7 @@
  * The statements of the members below are written with `$n` parameters (no `?`), which
  * `placeholders` leaves alone.
  */
+
 import type {
   AcquireRequest,
   EnqueueResult,
@@ -25,6 +26,7 @@ import type {
   RecoverResult,
   StepSave,
 } from '../../store.js';
+import { payloadJson, takeCheckedPayload } from '../../store-support.js';
 import {
   acquisitionOrderBy,
   type Dialect,
@@ -788,7 +790,7 @@ function enqueueParams(jobs: readonly NewJob[]): unknown[] {
   };
   return [
     col((j) => j.type),
-    JSON.stringify(jobs.map((j) => j.payload ?? null)),
+    `[${jobs.map((j) => payloadJson(j.payload)).join(',')}]`,
     col((j) => j.priority),
     col((j) => (j.dueAt ? j.dueAt.toISOString() : null)),
     col((j) => j.delayMs),
@@ -817,7 +819,8 @@ function epochMs(column: string): string {
 /**
  * The row of a job just inserted: what the caller sent plus what the database decided (id,
  * state, due and creation time) — reading whole rows back from a bulk insert costs more than
- * the insert. The payload goes through JSON text as it does when read back.
+ * the insert. The payload goes through JSON text as it does when read back (unless it is the
+ * engine's checked copy, which is exactly that already).
  */
 function insertedRow(job: NewJob, decided: SqlRow): SqlRow {
   // Fields copied one by one: spreading a pg result row is ~20× slower (rows are built as
@@ -829,7 +832,8 @@ function insertedRow(job: NewJob, decided: SqlRow): SqlRow {
     due_at: decided.due_at,
     created_at: decided.created_at,
     type: job.type,
-    payload: JSON.stringify(job.payload ?? null),
+    // The engine's checked copy is exactly what its JSON text reads back as.
+    payload: takeCheckedPayload(job.payload) ? job.payload : payloadJson(job.payload),
     priority: job.priority,
     retries_left: job.retries,
     attempts: 0,

@@ -37,6 +37,7 @@ import { MIGRATION_FILES } from '../migrations/index.js';
 import { enqueueRowByRow } from '../portable/enqueue-row-by-row.js';
 import {
   INSERT_JOB_COLUMNS,
+  insertedJobRow,
   type JobRowLayout,
   jobRowAt,
   LEASE_EXPIRED_MESSAGE,
@@ -374,21 +375,13 @@ export function sqliteDialect(options: SqliteDialectOptions): Dialect {
           };
           inserted.push(...read.rows);
         } else {
-          // Each row as an array in `JOB_COLUMN_NAMES` order (id, the inserted values, then
-          // the columns an insert leaves null), read into one object shape by `jobRowAt`.
           const last = BigInt(outcome.insertId);
           const exact = last <= MAX_SAFE_ID; // ids as numbers, no BigInt per row
           for (let k = 0; k < n; k++) {
-            const values = rows[from + k] as readonly unknown[];
-            const written: unknown[] = new Array(JOB_COLUMN_NAMES.length).fill(null);
-            written[0] = exact
+            const id = exact
               ? String(Number(last) - (n - 1 - k))
               : String(last - BigInt(n - 1 - k));
-            for (let i = 0; i < INSERT_JOB_COLUMNS.length; i++) {
-              const v = values[i];
-              written[i + 1] = i === PAYLOAD && v === undefined ? 'null' : v;
-            }
-            inserted.push(jobRowAt(written));
+            inserted.push(insertedJobRow(id, rows[from + k] as readonly unknown[]));
           }
         }
         from += n;
