@@ -76,6 +76,7 @@ export {
   type ChaosScenarioOptions,
   type ChaosSetup,
   type ChaosStoreRequest,
+  type HeldSnapshot,
   runChaosScenarios,
 } from './chaos/scenarios.js';
 export {

@@ -9,7 +9,12 @@
  * - a 10 s outage (refused and cut connections, as a restart looks): every job completes;
  * - pool exhaustion (handlers holding the store's pooled connections in transactions longer
  *   than a lease): no lease is lost, nothing deadlocks;
- * - kill -9 of a worker: its jobs run elsewhere, once.
+ * - kill -9 of a worker: its jobs run elsewhere, once;
+ * - long transactions beside the queue (`ChaosSetup.holdSnapshot`): a session idle in a
+ *   REPEATABLE READ transaction and an analytics reader re-reading in one, opened before the
+ *   first job, while workers drain waves of jobs: every job completes once, and both readers
+ *   stay in their transactions, unblocked, seeing no job (the bench's `long-tx` measures the
+ *   throughput beside such a transaction over minutes).
  *
  * Each checks: nothing lost, each job completed once, no two live runs of a job at once (the
  * cut-off and killed workers' included), `stop()` returns, recovery within two leases, and a
@@ -53,6 +58,23 @@ export interface ChaosSetup {
   worker(request: ChaosStoreRequest): ProcessPeerSpec;
   /** Closes the store and drops what `setup` made. */
   teardown(): Promise<void>;
+  /**
+   * Opens a session of its own that begins a REPEATABLE READ transaction, reads the jobs and
+   * history tables in it and stays there: a forgotten `BEGIN` in a console, or an analytics
+   * reader (it holds back the server's cleanup of old row versions, and a read lock on both
+   * tables' definitions). Absent: the long-transaction scenario is skipped, saying so.
+   */
+  holdSnapshot?(): Promise<HeldSnapshot>;
+}
+
+/** A session inside a long REPEATABLE READ transaction (`ChaosSetup.holdSnapshot`). */
+export interface HeldSnapshot {
+  /** Rows of the jobs and history tables its snapshot sees, read again inside the transaction. */
+  rows(): Promise<number>;
+  /** True while the server says the session is still inside that transaction. */
+  open(): Promise<boolean>;
+  /** Ends the transaction and closes the session. */
+  release(): Promise<void>;
 }
 
 export interface ChaosScenarioOptions {
@@ -83,6 +105,9 @@ export const MAX_IDLE_CPU_SHARE = 0.3;
 const OUTAGE_MS = 10_000;
 /** Jobs handed from one worker to another per round (black hole, kill -9). */
 const HANDOVER_JOBS = 4;
+/** Jobs drained beside the long transactions, in waves enqueued while the workers run. */
+const LONG_TX_WAVES = 4;
+const LONG_TX_WAVE_JOBS = 150;
 
 /** Milliseconds left of a test that started now with `timeoutMs`, less a second for cleanup. */
 export function budget(timeoutMs: number): () => number {
@@ -366,6 +391,57 @@ export function runChaosScenarios(options: ChaosScenarioOptions): void {
         'runs whose lease was lost',
       ).toEqual([]);
       expectCompletedOnce(ids);
+    });
+
+    const longTxTimeout = 60_000;
+    it('long transactions beside the queue (one idle in its transaction, one analytics reader re-reading): workers drain every job once, and neither reader is blocked, ended or sees a job', {
+      timeout: longTxTimeout,
+    }, async (ctx) => {
+      const left = budget(longTxTimeout);
+      reportOnFailure();
+      const { holdSnapshot } = await prepare();
+      if (!holdSnapshot) ctx.skip('no holdSnapshot in the chaos setup');
+      const hold = holdSnapshot as () => Promise<HeldSnapshot>;
+      // Both open before any job exists: their snapshots must see none, however many pass.
+      const idle = await hold();
+      const analytics = await hold();
+      let reading = true;
+      let reads = 0;
+      const reader = (async () => {
+        while (reading) {
+          expect(await analytics.rows(), 'rows the analytics snapshot sees').toBe(0);
+          reads++;
+          await sleep(100);
+        }
+      })();
+      try {
+        const pair = [spawn('a', options.databaseUrl), spawn('b', options.databaseUrl)];
+        await Promise.all(pair.map((w) => w.ready));
+        await Promise.all(pair.map((w, i) => w.start(engine('chaos-long-tx', 5, `long-tx-${i}`))));
+        const ids: string[] = [];
+        for (let wave = 0; wave < LONG_TX_WAVES; wave++) {
+          ids.push(...(await enqueue('chaos-long-tx', LONG_TX_WAVE_JOBS, { wave })));
+          await until(
+            `wave ${wave + 1} to complete`,
+            async () => completions(pair).size >= ids.length,
+            left(),
+          );
+        }
+        await until('every job to complete', () => allDone(ids), left());
+        for (const worker of pair) await worker.stop(leaseMs);
+
+        expectNoOverlap(ids);
+        expectCompletedOnce(ids);
+      } finally {
+        reading = false;
+        await reader;
+      }
+      expect(reads, 'reads of the analytics reader during the drain').toBeGreaterThan(1);
+      for (const session of [idle, analytics]) {
+        expect(await session.open(), 'the session is still in its transaction').toBe(true);
+        expect(await session.rows(), 'rows its snapshot sees at the end').toBe(0);
+        await session.release();
+      }
     });
 
     const killTimeout = 10_000 + rounds * 10 * leaseMs;
