@@ -177,15 +177,13 @@ export function newJobValues(
   encode: {
     time: (d: Date) => SqlValue;
     bool: (b: boolean) => SqlValue;
-    json?: (v: unknown) => SqlValue;
   },
 ): SqlValue[] {
   const due = dueTime(job, now);
-  // An undefined payload is stored as JSON null, as the memory store keeps it.
-  const json = encode.json ?? payloadJson;
   return [
     job.type,
-    json(job.payload),
+    // An undefined payload is stored as JSON null, as the memory store keeps it.
+    payloadJson(job.payload),
     due.getTime() > now.getTime() ? 'timer' : 'async',
     job.priority,
     encode.time(due),

@@ -99,7 +99,6 @@ const REFS = `(SELECT CAST(json_extract(value, '$[0]') AS INTEGER) AS id,
 const refsJson = (refs: readonly JobRef[]): string =>
   JSON.stringify(refs.map((ref) => [ref.id, ref.token]));
 const CLEAR_LOCK = `"lock_owner" = NULL, "lock_expires_at" = NULL, "lock_token" = NULL`;
-const PAYLOAD = INSERT_JOB_COLUMNS.indexOf('payload');
 /**
  * Rows per multi-row INSERT: 128 × 21 values, far under SQLite's 32,766 variables; bigger
  * statements saved nothing measurable.
@@ -280,8 +279,6 @@ export function sqliteDialect(options: SqliteDialectOptions): Dialect {
         json_extract(value, '$[3]') AS duration_ms FROM json_each(?)) r
       JOIN ${jobs} j ON j."id" = r.id AND j."lock_token" = r.token
       WHERE j."state" = 'running' AND j."cancel_requested" = 0`;
-  const row = (values: readonly unknown[]): unknown[] =>
-    values.map((v, i) => (i === PAYLOAD && v === undefined ? 'null' : v));
   const markStartedSql = `UPDATE ${jobs} SET "started_at" = ${NOW}
     WHERE "id" IN (SELECT CAST(value AS INTEGER) FROM json_each(?)) RETURNING "id", "started_at"`;
   /**
@@ -362,8 +359,7 @@ export function sqliteDialect(options: SqliteDialectOptions): Dialect {
           const values = rows[k] as readonly unknown[];
           for (let i = 0; i < values.length; i++) {
             if (skipped !== 0 && isSkipped(i, skipped)) continue;
-            const v = values[i];
-            params.push(i === PAYLOAD && v === undefined ? 'null' : v);
+            params.push(values[i]);
           }
         }
         const outcome = yield { sql: insertRows(n, skipped), params };
@@ -389,7 +385,7 @@ export function sqliteDialect(options: SqliteDialectOptions): Dialect {
       return inserted;
     },
     *insertJob(values: readonly unknown[]): Operation<SqlRow | null> {
-      return (yield { sql: insertKeyed, params: row(values) }).rows[0] ?? null;
+      return (yield { sql: insertKeyed, params: values }).rows[0] ?? null;
     },
     // ---- settlement: one statement for a batch of any size ----
     *completeHeld(refs: readonly JobRef[]): Operation<string[]> {

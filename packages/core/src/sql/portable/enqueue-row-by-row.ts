@@ -47,7 +47,7 @@ function* insertRowByRow(
   { insertJobs, insertJob, lockKeys }: RowInserts,
   jobs: readonly NewJob[],
 ): Operation<EnqueueResult[]> {
-  const at = c.d.clockNow ? c.d.clockNow() : yield* now(c);
+  const at = yield* now(c);
   const results: EnqueueResult[] = [];
   if (lockKeys) {
     const keys = [
