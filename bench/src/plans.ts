@@ -1,7 +1,8 @@
 /**
- * `pnpm bench plans [postgres|mysql|sqlite ...] [--rows N]`: the query plans of the hot-path
- * statements, measured, on a table just bulk-loaded with 1M rows (default) that was never
- * analysed — the case where a planner has no statistics to go by.
+ * `pnpm bench plans [postgres|mysql|sqlite ...] [--rows N] [--analysed]`: the query plans of the
+ * hot-path statements, measured, on a table just bulk-loaded with 1M rows (default) that was
+ * never analysed — the case where a planner has no statistics to go by — or, with
+ * `--analysed`, right after `ANALYZE` (what autovacuum does soon after a bulk load).
  *
  * The rows are a mix an acquiring engine must wade through: three types (the engine runs two),
  * two queues, three priorities, 5% timers due in an hour, 0.1% running with live leases, 1% dead
@@ -259,7 +260,7 @@ function insertMixed(
     FROM ${source}`;
 }
 
-async function loadPostgres(rows: number): Promise<Loaded> {
+async function loadPostgres(rows: number, analysed: boolean): Promise<Loaded> {
   const admin = new pg.Client({ connectionString: PG_URL });
   await admin.connect();
   await admin.query(`DROP SCHEMA IF EXISTS "${PG_SCHEMA}" CASCADE`);
@@ -290,6 +291,7 @@ async function loadPostgres(rows: number): Promise<Loaded> {
       ),
     );
   }
+  if (analysed) await admin.query(`ANALYZE ${jobs}`);
   const stats = await admin.query(
     `SELECT s.last_analyze, s.last_autoanalyze, c.reltuples,
        (SELECT count(*) FROM pg_stats WHERE schemaname = $1 AND tablename = 'jobs')::int AS columns_with_stats
@@ -299,10 +301,12 @@ async function loadPostgres(rows: number): Promise<Loaded> {
   );
   const s = stats.rows[0];
   console.log(
-    `\n${rows.toLocaleString('en-US')} rows loaded into ${jobs}; never analysed: last_analyze ${s?.last_analyze ?? 'never'}, last_autoanalyze ${s?.last_autoanalyze ?? 'never'}, columns with statistics ${s?.columns_with_stats}, reltuples ${s?.reltuples} (autovacuum off for this table)`,
+    `\n${rows.toLocaleString('en-US')} rows loaded into ${jobs}; ${analysed ? 'analysed' : 'never analysed'}: last_analyze ${s?.last_analyze ?? 'never'}, last_autoanalyze ${s?.last_autoanalyze ?? 'never'}, columns with statistics ${s?.columns_with_stats}, reltuples ${s?.reltuples} (autovacuum off for this table)`,
   );
   const client = new pg.Client({ connectionString: PG_URL });
   await client.connect();
+  // As on the store's own sessions (@jobs/postgres `sessionSettings`): nothing JIT-compiled.
+  await client.query('SET jit = off');
   return explainingStore(real, postgresExplainer(client, real.dialect), async () => {
     await admin.query(`DROP SCHEMA IF EXISTS "${PG_SCHEMA}" CASCADE`);
     await admin.end();
@@ -353,7 +357,7 @@ function mysqlExplainer(connection: mysql.Connection, mariadb: boolean): Explain
   };
 }
 
-async function loadMysql(rows: number): Promise<Loaded> {
+async function loadMysql(rows: number, analysed: boolean): Promise<Loaded> {
   const admin = await mysql.createConnection({ uri: MYSQL_URL });
   await admin.query(`DROP DATABASE IF EXISTS \`${MYSQL_DATABASE}\``);
   await admin.query(`CREATE DATABASE \`${MYSQL_DATABASE}\``);
@@ -386,8 +390,9 @@ async function loadMysql(rows: number): Promise<Loaded> {
       ),
     );
   }
+  if (analysed) await admin.query(`ANALYZE TABLE ${jobs}`);
   console.log(
-    `\n${rows.toLocaleString('en-US')} rows loaded into ${jobs} (${version.raw}); InnoDB samples index statistics by itself, so the statements name their index rather than trust them`,
+    `\n${rows.toLocaleString('en-US')} rows loaded into ${jobs} (${version.raw})${analysed ? ', ANALYZE TABLE run' : ''}; InnoDB samples index statistics by itself, so the statements name their index rather than trust them`,
   );
   const connection = await mysql.createConnection({
     uri: MYSQL_URL,
@@ -410,7 +415,7 @@ async function loadMysql(rows: number): Promise<Loaded> {
 
 // ---- SQLite ----------------------------------------------------------------------------------
 
-async function loadSqlite(rows: number): Promise<Loaded> {
+async function loadSqlite(rows: number, analysed: boolean): Promise<Loaded> {
   const folder = mkdtempSync(join(tmpdir(), 'jobs-plans-'));
   const real = new SqliteJobStore({ filename: join(folder, 'plans.db') });
   await real.migrate();
@@ -427,11 +432,12 @@ async function loadSqlite(rows: number): Promise<Loaded> {
       (g) => `json_object('i', ${g})`,
     ),
   );
+  if (analysed) db.exec('ANALYZE');
   const stat = db
     .prepare("SELECT count(*) AS n FROM sqlite_master WHERE name = 'sqlite_stat1'")
     .get() as { n: number };
   console.log(
-    `\n${rows.toLocaleString('en-US')} rows loaded into jobs_jobs; never analysed: sqlite_stat1 ${stat.n ? 'exists' : 'absent'}`,
+    `\n${rows.toLocaleString('en-US')} rows loaded into jobs_jobs; ${analysed ? 'analysed' : 'never analysed'}: sqlite_stat1 ${stat.n ? 'exists' : 'absent'}`,
   );
   const explainer: Explainer = {
     ...transactions((sql) => db.exec(sql), 'BEGIN IMMEDIATE'),
@@ -549,6 +555,7 @@ async function explainBlockedSet(
 }
 
 export async function runPlans(argv: readonly string[]): Promise<void> {
+  const analysed = argv.includes('--analysed');
   const at = argv.indexOf('--rows');
   const rows = at >= 0 ? Number(argv[at + 1]) : argv.includes('--quick') ? 100_000 : 1_000_000;
   const chosen = DATABASES.filter((d) => argv.includes(d));
@@ -558,10 +565,10 @@ export async function runPlans(argv: readonly string[]): Promise<void> {
     try {
       loaded =
         database === 'postgres'
-          ? await loadPostgres(rows)
+          ? await loadPostgres(rows, analysed)
           : database === 'mysql'
-            ? await loadMysql(rows)
-            : await loadSqlite(rows);
+            ? await loadMysql(rows, analysed)
+            : await loadSqlite(rows, analysed);
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       if (/ECONNREFUSED|connect/i.test(message)) {

@@ -1,0 +1,152 @@
+/**
+ * A large backlog on a table PostgreSQL has analysed (autovacuum analyses a table soon after a
+ * bulk load): an acquisition must still cost the same at any backlog. Two things made it grow:
+ * - the planner reads the acquisition's unknown batch size as a tenth of the waiting rows, and
+ *   with statistics it then joined the batch to the table it updates by hashing every row of
+ *   it (a sequential scan per acquisition);
+ * - the same estimate put the statement's cost past `jit_above_cost`, so every acquisition was
+ *   compiled first (~450 ms for a batch that runs in ~10 ms at 200,000 rows).
+ * The plans are read with `EXPLAIN` (no time is measured): with the batch size known to the
+ * planner and as the generic plan a prepared statement gets after five runs.
+ */
+import { type AcquireRequest, refOf } from '@jobs/core';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PostgresJobStore } from '../src/index.js';
+import { dropSchema, newJob, openStore, PG_URL, randomSchema, reachable, sql } from './helpers.js';
+
+const ROWS = 100_000;
+const BATCH = 450;
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Index Name'?: string;
+  Plans?: PlanNode[];
+}
+
+/** Every node of a JSON plan, depth first. */
+function nodes(plan: PlanNode): PlanNode[] {
+  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
+}
+
+/** A parameter as a literal for `EXECUTE name(…)`. */
+function literal(client: pg.Client, value: unknown): string {
+  if (value === null || value === undefined) return 'NULL';
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  if (Array.isArray(value)) {
+    const items = value.map((v) => `"${String(v).replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`);
+    return client.escapeLiteral(`{${items.join(',')}}`);
+  }
+  return client.escapeLiteral(String(value));
+}
+
+describe.skipIf(!reachable)('@jobs/postgres on a large analysed table', () => {
+  const schema = randomSchema('analysed');
+  let store: PostgresJobStore;
+  /** The statements the store sent, as pg got them. */
+  const sent: { text: string; values: unknown[] }[] = [];
+  let pool: pg.Pool;
+
+  beforeAll(async () => {
+    pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
+    pool.on('connect', (client) => {
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      (client as unknown as { query: (...args: unknown[]) => unknown }).query = (
+        ...args: unknown[]
+      ) => {
+        const config = args[0] as { text?: string; values?: unknown[] } | string;
+        if (typeof config === 'object' && config?.text) {
+          sent.push({ text: config.text, values: config.values ?? [] });
+        }
+        return query(...args);
+      };
+    });
+    await openStore(schema).migrate();
+    store = new PostgresJobStore({ pool, schema });
+    await sql(
+      `INSERT INTO "${schema}".jobs (type, payload, priority, due_at, retries_left, attempts, state, created_at)
+       SELECT 'noop', jsonb_build_object('i', g), 0, now() - interval '1 minute', 3, 0, 'async', now()
+       FROM generate_series(1, ${ROWS}) g`,
+    );
+    await sql(`ANALYZE "${schema}".jobs`);
+  });
+
+  afterAll(async () => {
+    await store?.close();
+    await pool?.end();
+    await dropSchema(schema);
+  });
+
+  it('an acquisition finds its batch by primary key, with the batch size known and in the generic plan', async () => {
+    const request: AcquireRequest = {
+      owner: 'plans',
+      limit: BATCH,
+      leaseMs: 30_000,
+      types: ['noop'],
+      queues: null,
+      tenants: null,
+    };
+    const jobs = await store.acquire(request);
+    expect(jobs).toHaveLength(BATCH);
+    const lease = sent.find((s) => /UPDATE [^;]*jobs" j\s+SET state = 'running'/.test(s.text));
+    if (!lease) throw new Error('no lease statement was sent');
+
+    const client = new pg.Client({ connectionString: PG_URL });
+    await client.connect();
+    try {
+      const custom = await client.query(`EXPLAIN (FORMAT JSON) ${lease.text}`, lease.values);
+      await client.query(`PREPARE lease_plan AS ${lease.text}`);
+      await client.query("SET plan_cache_mode = 'force_generic_plan'");
+      const args = lease.values.map((v) => literal(client, v)).join(', ');
+      const generic = await client.query(`EXPLAIN (FORMAT JSON) EXECUTE lease_plan(${args})`);
+      for (const [which, result] of [
+        ['with the batch size', custom],
+        ['generic', generic],
+      ] as const) {
+        const plan = (result.rows[0] as { 'QUERY PLAN': { Plan: PlanNode }[] })['QUERY PLAN'][0]
+          ?.Plan as PlanNode;
+        const all = nodes(plan);
+        const seqScans = all.filter(
+          (n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === 'jobs',
+        );
+        expect(seqScans, `${which}: no sequential scan of the jobs table`).toEqual([]);
+        const updated = all.find((n) => n['Node Type'] === 'ModifyTable');
+        expect(updated, `${which}: the lease updates`).toBeDefined();
+        expect(
+          nodes(updated as PlanNode).some((n) => n['Index Name'] === 'jobs_pkey'),
+          `${which}: the lease reads its rows by primary key`,
+        ).toBe(true);
+      }
+    } finally {
+      await client.end();
+    }
+  });
+
+  it("the store's own connections compile nothing (jit off); your pool's sessions are left as they are", async () => {
+    const own = openStore(schema);
+    try {
+      const shown = async (s: PostgresJobStore): Promise<string | undefined> => {
+        const [queued] = await s.enqueue([newJob('probe')]);
+        const [job] = await s.acquire({
+          owner: 'jit',
+          limit: 1,
+          leaseMs: 30_000,
+          types: ['probe'],
+          queues: null,
+          tenants: null,
+        });
+        if (!job || job.id !== queued?.job.id) throw new Error('probe job not acquired');
+        return s.completeInTransaction(refOf(job), async (tx) => {
+          const client = tx as pg.ClientBase;
+          return (await client.query('SHOW jit')).rows[0]?.jit as string | undefined;
+        });
+      };
+      expect(await shown(own)).toBe('off');
+      const server = (await sql<{ jit: string }>('SHOW jit'))[0]?.jit;
+      expect(await shown(store)).toBe(server);
+    } finally {
+      await own.close();
+    }
+  });
+});
