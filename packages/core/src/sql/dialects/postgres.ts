@@ -182,8 +182,8 @@ export function postgresDialect({
   // That unknown limit counts as a tenth of the waiting rows, though, so on an analysed table
   // the planner joined the batch to the table it updates by hashing every row of it (a
   // sequential scan per acquisition: ~40 ms at 200,000 rows, growing with the backlog). The
-  // lease therefore also finds its rows by primary key (\`j.id = ANY (ARRAY(SELECT id FROM
-  // cand))\` beside the join), which costs the same at any size.
+  // lease therefore reads its batch as an array (\`unnest(ARRAY(…))\`, which the planner counts
+  // as a few rows): one primary-key probe per row, analysed or not (see \`lease\`).
   // \`pnpm bench plans\` prints the plans (bench/README.md).
   const matches = (types = 4, queues = 5, tenants = 6): string =>
     `j.state IN ('timer', 'async') AND j.due_at <= ${NOW}
@@ -203,23 +203,24 @@ export function postgresDialect({
       AND (NOT ${EXCLUSIVE} OR (${scopes}${headIsFree}))
     ORDER BY ${order('j')} LIMIT (SELECT ${limit}::int)`;
   /**
-   * The candidates `picked` (locked rows in acquisition order) numbered in that order: the
-   * first $8 are recorded as started, and up to $9 more with retries left (`started_at`).
-   * `OVER ()` numbers them as the walk returns them — its ORDER BY, which locking and
-   * skipping keep — without sorting them again (~5 % of a lease statement's server time).
-   * The engine reads which rows were recorded from `started_at`, never from this numbering,
-   * so a numbering out of order could only start a job a round trip later, never unrecorded.
+   * The lease of the candidates `picked` (locked rows in acquisition order). It reads them as
+   * an array numbered in that order (\`unnest … WITH ORDINALITY\`): the first $8 are recorded
+   * as started, and up to $9 more with retries left (\`started_at\`). The array keeps the
+   * walk's order (its ORDER BY, which locking and skipping keep) without sorting the rows again,
+   * and the planner counts it as a few rows, so it probes the primary key once per row instead
+   * of joining the batch to the whole table. The engine reads which rows were recorded from
+   * \`started_at\`, never from this numbering, so a numbering out of order could only start a
+   * job a round trip later, never unrecorded.
    */
-  const ranked = (picked: string): string => `cand AS (
-    SELECT id, excl, row_number() OVER () AS rn FROM ${picked})`;
   const lease = (onlyIf = 'true'): string => `acq AS (
     UPDATE ${jobs} j
     SET state = 'running', lock_owner = $1, lock_token = $7,
         lock_expires_at = ${NOW} + $3::float8 * interval '1 millisecond',
         attempts = j.attempts + 1,
-        started_at = CASE WHEN cand.rn <= $8::int OR (cand.rn <= $8::int + $9::int AND j.retries_left > 0)
+        started_at = CASE WHEN c.rn <= $8::int OR (c.rn <= $8::int + $9::int AND j.retries_left > 0)
                           THEN ${NOW} END
-    FROM cand WHERE j.id = cand.id AND j.id = ANY (ARRAY(SELECT id FROM cand)) AND ${onlyIf}
+    FROM unnest(ARRAY(SELECT id FROM picked)) WITH ORDINALITY AS c(id, rn)
+    WHERE j.id = c.id AND ${onlyIf}
     RETURNING ${leasedColumns('j')})`;
   /**
    * The fast path: one statement, no transaction. When an exclusive job could start within the
@@ -230,8 +231,7 @@ export function postgresDialect({
    */
   const fast = `picked AS (
     ${walk(`j.id, ${EXCLUSIVE} AS excl`, '$2', matches())} FOR UPDATE OF j SKIP LOCKED),
-  ${ranked('picked')},
-  flag AS (SELECT coalesce(bool_or(cand.excl), false) AS needs_exclusive FROM cand),
+  flag AS (SELECT coalesce(bool_or(picked.excl), false) AS needs_exclusive FROM picked),
   ${lease('NOT (SELECT needs_exclusive FROM flag)')}`;
   const acquireFast = `WITH ${fast}
   SELECT flag.needs_exclusive, acq.* FROM flag LEFT JOIN acq ON true`;
@@ -273,8 +273,7 @@ export function postgresDialect({
   WHERE c.excl AND pg_try_advisory_xact_lock(hashtext('${lockSpace}'), hashtext(c.scope))`;
   // Locked step 2: $10 = the scopes locked in step 1.
   const acquireLocked = `WITH picked AS (
-    ${walk('j.id, false AS excl', '$2', matches(), 'j.scope = ANY($10::text[]) AND ')} FOR UPDATE OF j SKIP LOCKED),
-  ${ranked('picked')},
+    ${walk('j.id', '$2', matches(), 'j.scope = ANY($10::text[]) AND ')} FOR UPDATE OF j SKIP LOCKED),
   ${lease()}
   SELECT * FROM acq`;
   const acquireParams = (request: AcquireRequest, token: string): unknown[] => [
