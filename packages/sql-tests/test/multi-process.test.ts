@@ -21,6 +21,12 @@ const WORKER = fileURLToPath(new URL('./fixtures/engine-worker.ts', import.meta.
 // a lapsed lease allows; this test is about the owners that stay healthy).
 const LEASE_MS = 2_000;
 const JOBS = 2_000;
+/**
+ * Each wait's bound, and the test's own above both: ~11 s on an idle machine, but the long job
+ * (five leases) starts again after each renewal a loaded machine starved, so a slow run must
+ * end in a wait's message (what was left), not in vitest's bare timeout.
+ */
+const WAIT_MS = 90_000;
 const unbuilt = missingBuild(
   ['core', 'postgres', 'mysql'].map(
     (pkg) => new URL(`../../${pkg}/dist/index.js`, import.meta.url),
@@ -116,7 +122,7 @@ describe.each(databases('postgres', 'mysql'))(
             );
             return Number(row?.n) >= 150 && (await heldBy('victim')).length > 0;
           },
-          60_000,
+          WAIT_MS,
           10,
         );
         victim.kill('SIGKILL');
@@ -125,12 +131,26 @@ describe.each(databases('postgres', 'mysql'))(
         const held = await heldBy('victim');
         expect(held.length).toBeGreaterThan(0);
 
+        // What is left while it waits, for the message if it never ends.
+        let left = '';
         await waitFor(
           'every job to finish',
-          async () => (await store.listJobs({ limit: 1, offset: 0 })).length === 0,
-          60_000,
+          async () => {
+            const rows = await place.sql(
+              `SELECT type, state, lock_owner, count(*) AS n FROM ${place.jobs} GROUP BY type, state, lock_owner`,
+            );
+            const longPhases = await place.sql(
+              `SELECT phase FROM ${runs} WHERE job_id = ${param} ORDER BY at_ms`,
+              [long?.job.id],
+            );
+            left = `${JSON.stringify(rows)}; the long job's runs: ${longPhases.map((r) => r.phase).join(',')}`;
+            return rows.length === 0;
+          },
+          WAIT_MS,
           50,
-        );
+        ).catch((error: unknown) => {
+          throw new Error(`${(error as Error).message}; left: ${left}`);
+        });
 
         const ends = await place.sql(`SELECT job_id, pid, at_ms FROM ${runs} WHERE phase = 'end'`);
         const byJob = new Map<string, { pid: number; at: number }[]>();
@@ -186,6 +206,7 @@ describe.each(databases('postgres', 'mysql'))(
           workers.slice(1).map((w) => new Promise((resolve) => w.child.once('exit', resolve))),
         );
       },
+      2 * WAIT_MS + 30_000,
     );
   },
 );
