@@ -21,7 +21,7 @@
  * A finished job's row is deleted.
  */
 import { dueTime } from '../rules/due.js';
-import { payloadJson, readLogs, readSteps } from '../store-support.js';
+import { payloadJson, readLogs, readSteps, takeCheckedPayload } from '../store-support.js';
 
 // The rules the row mapping and the operations use, where the SQL core's code imports them.
 export { dueTime } from '../rules/due.js';
@@ -165,6 +165,16 @@ export function insertedJobRow(id: string, values: readonly unknown[]): SqlRow {
   written[0] = id;
   for (let i = 0; i < INSERT_JOB_COLUMNS.length; i++) written[i + 1] = values[i];
   return jobRowAt(written);
+}
+
+/**
+ * The job `row` holds, written by this enqueue for `job`: its payload is `job`'s own when that
+ * is the engine's checked copy (exactly what the JSON text written reads back as), else read
+ * from the row.
+ */
+export function writtenJob(row: SqlRow, job: NewJob): Job {
+  if (takeCheckedPayload(job.payload)) row.payload = job.payload;
+  return rowToJob(row);
 }
 
 /**

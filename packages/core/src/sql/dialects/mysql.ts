@@ -24,7 +24,7 @@ import type {
   JobRef,
   NewJob,
 } from '../../store.js';
-import { payloadJson, takeCheckedPayload } from '../../store-support.js';
+import { payloadJson } from '../../store-support.js';
 import {
   acquisitionOrderBy,
   type Dialect,
@@ -61,6 +61,7 @@ import {
   rowToJob,
   type SqlRow,
   type SqlValue,
+  writtenJob,
 } from '../rows.js';
 import { candidateWhere, scopeHeadIsFree } from '../scope-rule.js';
 import { waiterPrefix } from '../wake-waiter.js';
@@ -478,11 +479,7 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
       if (notify && inserted.size > 0) yield notify;
       return newJobs.map((job, index) => {
         const mine = inserted.get(index);
-        if (mine) {
-          // The engine's checked copy is exactly what its JSON text reads back as.
-          if (takeCheckedPayload(job.payload)) mine.payload = job.payload;
-          return { job: rowToJob(mine), created: true };
-        }
+        if (mine) return { job: writtenJob(mine, job), created: true };
         const key = job.key as string;
         const holder = holders.get(key) ?? inserted.get(firstOfKey.get(key) as number);
         if (!holder) {

@@ -14,7 +14,6 @@
  * The statements of the members below are written with `$n` parameters (no `?`), which
  * `placeholders` leaves alone.
  */
-
 import type {
   AcquireRequest,
   EnqueueResult,

@@ -4,12 +4,11 @@
  * picks it in its `ops`, giving its own inserts.
  */
 import { StoreError } from '../../errors.js';
-import type { EnqueueResult, Job, NewJob } from '../../store.js';
-import { takeCheckedPayload } from '../../store-support.js';
+import type { EnqueueResult, NewJob } from '../../store.js';
 import type { OpSpec, SqlEnv } from '../dialect.js';
 import type { Operation, Query } from '../executor.js';
 import { now } from '../operations/enqueue.js';
-import { newJobValues, rowToJob, type SqlRow, type SqlValue } from '../rows.js';
+import { newJobValues, rowToJob, type SqlRow, type SqlValue, writtenJob } from '../rows.js';
 import { insertKeyed } from './keyed-insert.js';
 
 /** Rows per multi-row insert: well under every driver's parameter limit (SQLite: 32,766). */
@@ -93,7 +92,7 @@ function* insertRun(
     );
   }
   for (let k = 0; k < rows.length; k++) {
-    results.push({ job: written(rows[k] as SqlRow, jobs[from + k]), created: true });
+    results.push({ job: writtenJob(rows[k] as SqlRow, jobs[from + k] as NewJob), created: true });
   }
 }
 
@@ -110,7 +109,7 @@ function* enqueueKeyed(
     function* () {
       const inserted = yield* insertJob(newJobValues(job, at, c.d));
       if (inserted) {
-        result = { job: written(inserted, job), created: true };
+        result = { job: writtenJob(inserted, job), created: true };
         return [];
       }
       const holder = (yield {
@@ -125,14 +124,4 @@ function* enqueueKeyed(
     },
   );
   return result as EnqueueResult;
-}
-
-/**
- * The job `row` holds, inserted for `job`: its payload is `job`'s own when that is the engine's
- * checked copy (exactly what the JSON text written reads back as), else parsed from the row.
- */
-function written(row: SqlRow, job: NewJob | undefined): Job {
-  // The row is this enqueue's own (built from the values written, or read back).
-  if (job && takeCheckedPayload(job.payload)) row.payload = job.payload;
-  return rowToJob(row);
 }
