@@ -420,15 +420,19 @@ export function postgresDialect({
   // $5: each ref's progress as JSON text, null for unchanged; $6: whether its handler starts
   // now (true), takes back a start recorded ahead (false), or neither (null; see
   // `LeaseRenewalRef.start`); $7: each ref's whole log as JSON text, null for unchanged.
+  // The owner $1 is compared as a column of the refs, like the token: as a filter of the table,
+  // an owner the statistics do not know reads as "about one row", and the planner then
+  // scanned the table for it and compared every row found with every ref (500 × 500).
   const renewSql = `UPDATE ${jobs} j
   SET lock_expires_at = ${NOW} + $2::float8 * interval '1 millisecond',
       progress = coalesce(r.progress::jsonb, j.progress),
       logs = coalesce(r.logs::jsonb, j.logs),
       started_at = CASE WHEN r.start THEN coalesce(j.started_at, ${NOW})
                         WHEN NOT r.start THEN NULL ELSE j.started_at END
-  FROM unnest($3::bigint[], $4::text[], $5::text[], $6::bool[], $7::text[])
-    AS r(id, token, progress, start, logs)
-  WHERE j.id = r.id AND j.lock_token = r.token AND j.lock_owner = $1 AND ${HELD}
+  FROM unnest($3::bigint[], $4::text[], $5::text[], $6::bool[], $7::text[],
+              array_fill($1::text, ARRAY[cardinality($3::bigint[])]))
+    AS r(id, token, progress, start, logs, owner)
+  WHERE j.id = r.id AND j.lock_token = r.token AND j.lock_owner = r.owner AND ${HELD}
   RETURNING j.id::text AS id, j.cancel_requested`;
   // The expiry is re-checked on the latest row version after the row lock (EvalPlanQual), so
   // a renewal or completion that commits first wins. $1 limit, $2 message.
