@@ -96,20 +96,50 @@ function testPackages(filters) {
   return found.sort((a, b) => b.usual - a.usual || a.name.localeCompare(b.name));
 }
 
-/** Writes a child's output line by line, each line prefixed with its package (as turbo does). */
-function prefixer(prefix, out) {
+/**
+ * Writes a child's output line by line, each line prefixed with its package (as turbo does), and
+ * keeps the lines in `kept` for the failure report at the end.
+ */
+function prefixer(prefix, out, kept) {
   let rest = '';
   return {
     write(chunk) {
       const lines = (rest + chunk).split('\n');
       rest = lines.pop() ?? '';
+      kept.push(...lines);
       if (lines.length > 0) out.write(lines.map((line) => `${prefix}${line}\n`).join(''));
     },
     end() {
-      if (rest !== '') out.write(`${prefix}${rest}\n`);
+      if (rest !== '') {
+        kept.push(rest);
+        out.write(`${prefix}${rest}\n`);
+      }
       rest = '';
     },
   };
+}
+
+const REPORT_LINES = 120;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: terminal colour codes
+const COLOUR = /\x1b\[[0-9;]*m/g;
+
+/**
+ * What a failed package printed about its failures: vitest's "Failed Tests" / "Unhandled Errors"
+ * sections (or the last lines when it printed neither), without colour codes, at most
+ * REPORT_LINES lines — repeated after the table, so the end of a long log names the failing test.
+ */
+function failureReport(lines) {
+  const plain = lines.map((line) => line.replace(COLOUR, ''));
+  const start = plain.findIndex((line) =>
+    /Failed Tests \d|Unhandled Errors?|Unhandled Rejection/.test(line),
+  );
+  const part = start >= 0 ? plain.slice(start) : plain.slice(-40);
+  return part.length > REPORT_LINES
+    ? [
+        ...part.slice(0, REPORT_LINES),
+        `… ${part.length - REPORT_LINES} more lines above in the log`,
+      ]
+    : part;
 }
 
 const seconds = (ms) => `${(ms / 1000).toFixed(0)} s`;
@@ -155,15 +185,16 @@ async function main() {
         detached: true,
       });
       running.set(pkg.name, child);
-      const out = prefixer(`${pkg.name}:test: `, process.stdout);
-      const err = prefixer(`${pkg.name}:test: `, process.stderr);
+      const kept = [];
+      const out = prefixer(`${pkg.name}:test: `, process.stdout, kept);
+      const err = prefixer(`${pkg.name}:test: `, process.stderr, kept);
       child.stdout.setEncoding('utf8').on('data', (chunk) => out.write(chunk));
       child.stderr.setEncoding('utf8').on('data', (chunk) => err.write(chunk));
       const finish = (code) => {
         out.end();
         err.end();
         running.delete(pkg.name);
-        const result = { ...pkg, code, ms: Date.now() - begin };
+        const result = { ...pkg, code, ms: Date.now() - begin, output: code === 0 ? [] : kept };
         results.push(result);
         const verdict = code === 0 ? 'passed' : `FAILED (exit ${code})`;
         const left = total - results.length - running.size;
@@ -199,6 +230,10 @@ async function main() {
     );
   }
   if (queue.length > 0) console.log(`  not run (--bail): ${queue.map((p) => p.name).join(', ')}`);
+  for (const r of failed) {
+    console.log(`\ntest-packages: what ${r.name} reported about its failure:`);
+    for (const line of failureReport(r.output)) console.log(`  | ${line}`);
+  }
   if (failed.length > 0) {
     console.log(`test-packages: failed: ${failed.map((r) => r.name).join(', ')}`);
     process.exitCode = 1;
