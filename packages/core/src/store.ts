@@ -792,6 +792,13 @@ export interface StoreHistory {
    * process is pruning right now (one node prunes at a time).
    */
   prune(retentionMs: number, limit: number): Promise<number | null>;
+  /**
+   * Set when the store keeps history in partitions this many ms wide (PostgreSQL: a day) and
+   * `prune` drops a partition whole once every record in it is past the retention. The engine
+   * then prunes up to a partition boundary (a record is kept for the retention plus up to one
+   * partition), so records leave a partition at a time instead of row by row.
+   */
+  partitionMs?: number;
 }
 
 /**

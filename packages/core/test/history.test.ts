@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { prunedRetention } from '../src/engine/maintenance.js';
 import {
   FakeClock,
   HISTORY_RESULT_MAX_BYTES,
@@ -218,5 +219,33 @@ describe('history through the engine', () => {
     await e.start();
     expect(await pruned).toEqual({ count: 1 });
     expect(await store.history.get(job.id)).toBeNull();
+  });
+
+  it('with history in partitions, maintenance prunes up to the partition boundary before the retention', async () => {
+    const DAY = 86_400_000;
+    // 2026-11-29 10:00 UTC: two days' retention reaches back to the 27th, 10:00.
+    const clock = new FakeClock(Date.UTC(2026, 10, 29, 10));
+    const store = new MemoryJobStore({ clock });
+    const asked: number[] = [];
+    const prune = store.history.prune.bind(store.history);
+    store.history.partitionMs = DAY;
+    store.history.prune = (retentionMs, limit) => {
+      asked.push(retentionMs);
+      return prune(retentionMs, limit);
+    };
+    const e = engine({
+      store,
+      clock,
+      history: { retention: 'P2D' },
+      handlers: { work: async () => 1 },
+    });
+    await e.start();
+    await waitFor(() => asked.length > 0, 'the first prune');
+    await e.stop();
+    // Back to the 27th, 00:00 UTC: the whole of that day's partition is kept, none of it pruned.
+    expect(asked[0]).toBe(2 * DAY + 10 * 3_600_000);
+    expect(prunedRetention(2 * DAY, DAY, Date.UTC(2026, 10, 29, 0))).toBe(2 * DAY);
+    expect(prunedRetention(3_600_000, DAY, Date.UTC(2026, 10, 29, 10))).toBe(3_600_000);
+    expect(prunedRetention(2 * DAY, undefined, Date.UTC(2026, 10, 29, 10))).toBe(2 * DAY);
   });
 });

@@ -71,7 +71,7 @@ async function catalog(schema: string): Promise<unknown> {
     ),
     constraints: await sql(
       `SELECT conrelid::regclass::text AS tbl, conname, pg_get_constraintdef(oid) AS def
-       FROM pg_constraint WHERE connamespace = $1::regnamespace ORDER BY conname`,
+       FROM pg_constraint WHERE connamespace = $1::regnamespace ORDER BY conname, tbl`,
       [schema],
     ).then(anon),
     sequences: await sql(

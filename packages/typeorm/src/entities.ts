@@ -41,7 +41,11 @@ function entity(table: TableDescription, schema: string | null): EntitySchema {
     if (generated) Object.assign(options, { insert: false, update: false });
     // EntitySchema passes 'identity' on, though its type leaves it out.
     const key = { primary: true, generated: table.keyGeneration ?? undefined } as Partial<Col>;
-    return [column.name, i === 0 ? { ...options, ...key } : options];
+    if (i === 0) return [column.name, { ...options, ...key }];
+    return [
+      column.name,
+      table.primaryKey.includes(column.name) ? { ...options, primary: true } : options,
+    ];
   });
   return new EntitySchema({
     ...(schema ? { schema } : {}),

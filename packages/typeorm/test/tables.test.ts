@@ -26,6 +26,7 @@ function shape(table: TableDescription) {
       generated: c.generated ? squeeze(c.generated) : null,
     })),
     keyGeneration: table.keyGeneration,
+    primaryKey: table.primaryKey,
     indexes: table.indexes.map((i) => ({ name: i.name, columns: i.columns, unique: i.unique })),
     checks: table.checks.map((c) => c.name),
   };
@@ -64,6 +65,13 @@ const catalogs: Record<TableDatabase, (ds: DataSource, table: string) => Promise
        WHERE contype = 'c' AND conrelid = (quote_ident($1) || '.' || quote_ident($2))::regclass`,
       [schema, table],
     )) as { name: string }[];
+    const [key] = (await ds.query(
+      `SELECT array_agg(a.attname::text ORDER BY k.n) AS columns
+       FROM pg_constraint c CROSS JOIN LATERAL unnest(c.conkey) WITH ORDINALITY AS k(attnum, n)
+       JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum
+       WHERE c.contype = 'p' AND c.conrelid = (quote_ident($1) || '.' || quote_ident($2))::regclass`,
+      [schema, table],
+    )) as { columns: string[] }[];
     const types: Record<string, string> = { int4: 'integer', int8: 'bigint', bool: 'boolean' };
     return {
       columns: columns.map((c) => ({
@@ -75,6 +83,7 @@ const catalogs: Record<TableDatabase, (ds: DataSource, table: string) => Promise
         generated: null,
       })),
       keyGeneration: columns[0]?.identity ? 'identity' : null,
+      primaryKey: key?.columns ?? [],
       indexes: byName(indexes),
       checks: checks.map((c) => c.name).sort(),
     };
@@ -97,6 +106,12 @@ const catalogs: Record<TableDatabase, (ds: DataSource, table: string) => Promise
        GROUP BY INDEX_NAME, NON_UNIQUE`,
       [table],
     )) as Row[];
+    const key = (await ds.query(
+      `SELECT COLUMN_NAME AS name FROM information_schema.KEY_COLUMN_USAGE
+       WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND CONSTRAINT_NAME = 'PRIMARY'
+       ORDER BY ORDINAL_POSITION`,
+      [table],
+    )) as Row[];
     return {
       columns: columns.map((c) => ({
         name: c.name,
@@ -108,6 +123,7 @@ const catalogs: Record<TableDatabase, (ds: DataSource, table: string) => Promise
         generated: c.expression ? squeeze(String(c.expression)) : null,
       })),
       keyGeneration: /auto_increment/.test(String(columns[0]?.extra)) ? 'increment' : null,
+      primaryKey: key.map((k) => String(k.name)),
       indexes: byName(
         indexes.map((i) => ({
           name: String(i.name),
@@ -140,6 +156,10 @@ const catalogs: Record<TableDatabase, (ds: DataSource, table: string) => Promise
         generated: null,
       })),
       keyGeneration: /AUTOINCREMENT/.test(sql) ? 'increment' : null,
+      primaryKey: columns
+        .filter((c) => Number(c.pk) > 0)
+        .sort((a, b) => Number(a.pk) - Number(b.pk))
+        .map((c) => String(c.name)),
       indexes: byName(indexes),
       checks: [],
     };

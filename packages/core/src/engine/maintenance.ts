@@ -167,16 +167,22 @@ export class Maintenance {
 
   /**
    * Deletes history records past the retention, `HISTORY_PRUNE_BATCH` per short transaction,
-   * until a batch comes back short or another process holds the pruning lock.
+   * until a batch comes back short or another process holds the pruning lock. With history in
+   * partitions, up to the last partition boundary before the retention (`prunedRetention`).
    */
   async pruneHistory(): Promise<number> {
     const { store, history } = this.rt.options;
     const kept = store.history;
     if (!kept) return 0;
     let total = 0;
+    const retentionMs = prunedRetention(
+      history.retentionMs,
+      kept.partitionMs,
+      this.rt.options.clock.now(),
+    );
     try {
       for (let batch = 0; batch < PRUNE_BATCHES_PER_PASS && this.rt.running; batch++) {
-        const pruned = await kept.prune(history.retentionMs, HISTORY_PRUNE_BATCH);
+        const pruned = await kept.prune(retentionMs, HISTORY_PRUNE_BATCH);
         if (pruned === null) break;
         total += pruned;
         if (pruned < HISTORY_PRUNE_BATCH) break;
@@ -244,4 +250,22 @@ export class Maintenance {
   private recoverIntervalMs(): number {
     return Math.max(50, this.rt.options.leaseMs / 2);
   }
+}
+
+/**
+ * The retention to prune with: `retentionMs` itself, or — when the store keeps history in
+ * partitions `partitionMs` wide and the retention spans at least one — stretched back to the
+ * partition boundary before `now - retentionMs` (boundaries at multiples of `partitionMs` since
+ * the epoch, UTC days for a day), so pruning drops whole partitions and deletes no row of a
+ * partition that is still partly kept. A record is then kept for the retention plus less than
+ * one partition.
+ */
+export function prunedRetention(
+  retentionMs: number,
+  partitionMs: number | undefined,
+  now: number,
+): number {
+  if (partitionMs === undefined || retentionMs < partitionMs) return retentionMs;
+  const cutoff = now - retentionMs;
+  return now - (cutoff - (((cutoff % partitionMs) + partitionMs) % partitionMs));
 }

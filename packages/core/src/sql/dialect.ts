@@ -193,6 +193,17 @@ export interface SqlTraits {
    * the pruning transaction holds the database's one write lock anyway (SQLite).
    */
   readonly historyLock?: { take: Query; release: readonly Query[] };
+  /**
+   * History kept in partitions of `partitionMs` (one a UTC day, migration 0018): pruning first
+   * runs `dropBefore(retentionMs)`, which creates the coming days' partitions and drops each
+   * partition whose every record finished more than `retentionMs` ago, returning how many records
+   * went with them; what is left past the retention is deleted row by row. A partition whose
+   * lock a long transaction holds is left for the next call. Absent where history is one table.
+   */
+  readonly historyPartitions?: {
+    partitionMs: number;
+    dropBefore: (retentionMs: number) => Operation<number>;
+  };
 }
 
 /** The schema: numbered migrations, the version table, the migration lock. */

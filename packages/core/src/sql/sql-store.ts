@@ -199,6 +199,8 @@ export class SqlJobStore implements JobStore {
     this.context = sqlEnv(options.dialect, options.label, options.notify ?? null);
     const batched = options.dialect.ops.saveSteps;
     if (batched) this.steps.saveMany = (saves) => this.saveManySteps(batched, saves);
+    const partitions = options.dialect.historyPartitions;
+    if (partitions) this.history.partitionMs = partitions.partitionMs;
   }
 
   /**

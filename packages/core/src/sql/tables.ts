@@ -40,8 +40,9 @@ export interface TableDescription {
   table: Exclude<TableName, 'migrations'>;
   /** The table's name: the prefix and `tableBaseName`. */
   name: string;
-  /** The first column is the primary key. */
   columns: ColumnDescription[];
+  /** The primary key's columns: the first column, or more (PostgreSQL's partitioned history). */
+  primaryKey: string[];
   /** How the key is made: `identity` (PostgreSQL), `increment` (AUTO_INCREMENT, AUTOINCREMENT). */
   keyGeneration: 'identity' | 'increment' | null;
   indexes: IndexDescription[];
@@ -139,6 +140,8 @@ export const MYSQL_GENERATED_COLUMNS = {
  */
 interface Listing {
   columns: string;
+  /** The primary key's columns when not the first column alone. */
+  primaryKey?: readonly string[];
   key?: 'identity' | 'increment';
   unsignedKey?: boolean;
   constraints?: readonly string[];
@@ -183,6 +186,8 @@ const LISTINGS: Record<TableDatabase, Record<TableDescription['table'], Listing>
         outcome:text result:jsonb? duration_ms:bigint? finished_at:timestamptz(3)
         progress:jsonb? scope_limit:integer? started_at:timestamptz(3)? timeout_ms:integer?
         logs:jsonb? steps:jsonb?`,
+      // Partitioned by finished_at (migration 0018): a partitioned table's keys include it.
+      primaryKey: ['id', 'finished_at'],
       constraints: [
         '{p}jobs_history_finished (finished_at, id)',
         '{p}jobs_history_type (type, finished_at)',
@@ -247,6 +252,8 @@ const LISTINGS: Record<TableDatabase, Record<TableDescription['table'], Listing>
         finished_at:datetime(3) progress:longtext? scope_limit:int? started_at:datetime(3)?
         timeout_ms:int? logs:longtext? steps:longtext?`,
       unsignedKey: true,
+      // Partitioned by finished_at (migration 0018): a partitioned table's keys include it.
+      primaryKey: ['id', 'finished_at'],
       constraints: [
         'ix_jobs_history_finished (finished_at, id)',
         'ix_jobs_history_type (type, finished_at)',
@@ -364,6 +371,7 @@ export function describeTables(database: TableDatabase, prefix: string): TableDe
       table: table as TableDescription['table'],
       name: `${prefix}${tableBaseName(table as TableName)}`,
       columns,
+      primaryKey: [...(listing.primaryKey ?? [(columns[0] as ColumnDescription).name])],
       keyGeneration: listing.key ?? null,
       indexes: [],
       checks: [],

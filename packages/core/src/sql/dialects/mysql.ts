@@ -131,6 +131,7 @@ export interface MysqlDialect extends Dialect {
 const quote = (identifier: string): string => `\`${identifier}\``;
 const asText = (column: string): string => `CAST(${column} AS CHAR)`;
 const NOW = 'UTC_TIMESTAMP(3)';
+const DAY_MS = 86_400_000;
 /** Deadlock (1213) and lock wait timeout (1205): the statement or transaction was undone. */
 /** One scope's rows of one state, in acquisition order (migration 8; see `Dialect.scopeIndexHint`). */
 const SCOPE_INDEX = 'FORCE INDEX (ix_jobs_scope_blocked)';
@@ -411,6 +412,72 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
         }),
         batch.map((_, i) => i),
       ).length > 1,
+    /**
+     * History's partitions (migration 0018): splits the empty `pmax` until the partitions reach
+     * three days past today, then drops each day partition whose bound is at or before
+     * `now - retentionMs` (every record in it older), counting its records first. Each ALTER
+     * waits at most one second for the table's metadata lock (a long transaction reading history
+     * holds it); one that cannot have it is left for the next call, so completions queued behind
+     * it wait no longer than that.
+     */
+    *maintainHistoryPartitions(retentionMs: number): Operation<number> {
+      const history = table('history');
+      const where = `TABLE_SCHEMA = ${database === null ? 'DATABASE()' : '?'} AND TABLE_NAME = ?`;
+      const [clock] = (yield {
+        sql: `SELECT ${asText('UTC_DATE()')} AS today,
+            ${asText(`TIMESTAMPADD(MICROSECOND, ROUND(? * 1000), ${NOW})`)} AS cutoff,
+            @@SESSION.lock_wait_timeout AS waits`,
+        params: [-retentionMs],
+      }).rows;
+      const parts = (yield {
+        sql: `SELECT PARTITION_NAME AS name FROM information_schema.PARTITIONS WHERE ${where}
+            AND PARTITION_NAME IS NOT NULL ORDER BY PARTITION_ORDINAL_POSITION`,
+        params: [...(database === null ? [] : [database]), `${tablePrefix}jobs_history`],
+      }).rows.map((row) => String(row.name));
+      // pYYYYMMDD: the records before that day; its bound as epoch ms of UTC midnight.
+      const boundOf = (name: string): number =>
+        Date.UTC(Number(name.slice(1, 5)), Number(name.slice(5, 7)) - 1, Number(name.slice(7, 9)));
+      const days = parts.filter((name) => /^p\d{8}$/.test(name));
+      if (!clock || !parts.includes('pmax')) return 0;
+      const today = Date.parse(`${String(clock.today)}T00:00:00Z`);
+      const cutoff = Date.parse(`${String(clock.cutoff).replace(' ', 'T')}Z`);
+      const dayName = (ms: number): string =>
+        `p${new Date(ms).toISOString().slice(0, 10).replace(/-/g, '')}`;
+      const dayText = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
+      yield { sql: 'SET SESSION lock_wait_timeout = 1', params: [] };
+      let dropped = 0;
+      try {
+        let last = days.length > 0 ? boundOf(days[days.length - 1] as string) : today;
+        while (last < today + 3 * DAY_MS) {
+          const bound = Math.max(last + DAY_MS, today + DAY_MS);
+          try {
+            yield {
+              sql: `ALTER TABLE ${history} REORGANIZE PARTITION \`pmax\` INTO (PARTITION \`${dayName(bound)}\` VALUES LESS THAN ('${dayText(bound)}'), PARTITION \`pmax\` VALUES LESS THAN (MAXVALUE))`,
+              params: [],
+            };
+          } catch {
+            break; // The lock not granted in time, or another process split it: next call.
+          }
+          last = bound;
+        }
+        for (const name of days) {
+          if (boundOf(name) > cutoff) break;
+          try {
+            const [count] = (yield {
+              sql: `SELECT COUNT(*) AS n FROM ${history} PARTITION (\`${name}\`)`,
+              params: [],
+            }).rows;
+            yield { sql: `ALTER TABLE ${history} DROP PARTITION \`${name}\``, params: [] };
+            dropped += Number(count?.n ?? 0);
+          } catch {
+            break; // As above: the next call drops it.
+          }
+        }
+      } finally {
+        yield { sql: 'SET SESSION lock_wait_timeout = ?', params: [Number(clock.waits)] };
+      }
+      return dropped;
+    },
     *enqueueJobs(newJobs: readonly NewJob[], notify: Query | null): Operation<EnqueueResult[]> {
       const now = readTime(
         (yield { sql: `SELECT ${asText(NOW)} AS now`, params: [] }).rows[0]?.now,
@@ -634,6 +701,10 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
       release: [
         { sql: `SELECT RELEASE_LOCK(${pruneLock}) AS released`, params: [database, tablePrefix] },
       ],
+    },
+    historyPartitions: {
+      partitionMs: DAY_MS,
+      dropBefore: (retentionMs) => own.maintainHistoryPartitions(retentionMs),
     },
     ops: {
       enqueue: {

@@ -764,6 +764,17 @@ END $$`,
       },
       release: [],
     },
+    historyPartitions: {
+      partitionMs: 86_400_000,
+      // One call of the function migration 0018 made: it creates and drops the partitions.
+      *dropBefore(retentionMs) {
+        const { rows } = yield {
+          sql: `SELECT ${qualifier}${quote(`${tablePrefix}jobs_history_maintain`)}(${NOW_MS} + ?::float8 * interval '1 millisecond') AS dropped`,
+          params: [-retentionMs],
+        };
+        return Number(rows[0]?.dropped ?? 0);
+      },
+    },
     ops: {
       enqueue: { run: (c, jobs) => own.enqueueJobs(jobs, c.notify), transaction: false },
       acquire: { run: (_, request, token) => own.acquire(request, token), transaction: false },

@@ -22,6 +22,7 @@ import m0014 from './mysql/0014_sql_enqueue.sql';
 import m0015 from './mysql/0015_signals.sql';
 import m0016 from './mysql/0016_sql_enqueue_many.sql';
 import m0017 from './mysql/0017_signal_retention.sql';
+import m0018 from './mysql/0018_history_partitions.sql';
 import p0001 from './postgres/0001_init.sql';
 import p0002 from './postgres/0002_one_schema.sql';
 import p0003 from './postgres/0003_acquire_indexes.sql';
@@ -39,6 +40,7 @@ import p0014 from './postgres/0014_sql_enqueue.sql';
 import p0015 from './postgres/0015_signals.sql';
 import p0016 from './postgres/0016_sql_enqueue_many.sql';
 import p0017 from './postgres/0017_signal_retention.sql';
+import p0018 from './postgres/0018_history_partitions.sql';
 import s0001 from './sqlite/0001_init.sql';
 import s0002 from './sqlite/0002_one_schema.sql';
 import s0003 from './sqlite/0003_acquire_indexes.sql';
@@ -56,6 +58,7 @@ import s0014 from './sqlite/0014_sql_enqueue.sql';
 import s0015 from './sqlite/0015_signals.sql';
 import s0016 from './sqlite/0016_sql_enqueue_many.sql';
 import s0017 from './sqlite/0017_signal_retention.sql';
+import s0018 from './sqlite/0018_history_partitions.sql';
 
 /** A migration's file name, and its text on each database. */
 type Entry = readonly [name: string, postgres: string, mysql: string, sqlite: string];
@@ -79,6 +82,7 @@ const LIST: readonly Entry[] = [
   ['0015_signals', p0015, m0015, s0015],
   ['0016_sql_enqueue_many', p0016, m0016, s0016],
   ['0017_signal_retention', p0017, m0017, s0017],
+  ['0018_history_partitions', p0018, m0018, s0018],
 ];
 
 /** One database's files: name → text (`loadMigrations` reads them). */

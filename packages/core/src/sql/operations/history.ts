@@ -121,7 +121,9 @@ export function* listHistory(
 
 /**
  * Deletes at most `limit` records older than `retentionMs` on the store's clock, oldest
- * first, under the dialect's pruning lock; null when another process holds it.
+ * first, under the dialect's pruning lock; null when another process holds it. With history in
+ * partitions, whole partitions past the retention are dropped first (their records counted, not
+ * limited: dropping one costs the same for any number).
  */
 export function* pruneHistory(
   c: SqlEnv,
@@ -134,6 +136,8 @@ export function* pruneHistory(
     if (!readBool(got)) return null;
   }
   try {
+    const partitions = c.d.historyPartitions;
+    const dropped = partitions ? yield* partitions.dropBefore(retentionMs) : 0;
     // The inner derived table: MySQL takes no LIMIT in an IN subquery, but does in a derived one.
     const result = yield {
       sql: c.d.sql(
@@ -143,7 +147,7 @@ export function* pruneHistory(
       ),
       params: [-retentionMs, limit],
     };
-    return result.affected;
+    return dropped + result.affected;
   } finally {
     if (lock) for (const query of lock.release) yield query;
   }

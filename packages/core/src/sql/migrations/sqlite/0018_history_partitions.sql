@@ -1,0 +1,4 @@
+-- SQLite schema, version 18: nothing changes. PostgreSQL and MySQL/MariaDB keep history in
+-- partitions by day from this version; SQLite has no partitions, and its history stays one table
+-- pruned row by row (an embedded database's history is small, and a delete there writes no
+-- separate log for other sessions to replay). Never edit after release: add a later file instead.
