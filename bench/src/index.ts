@@ -13,7 +13,8 @@
  * nodes on PostgreSQL: idle cost, statements and pickup per enqueue, the notify lock (`scale.ts`);
  * `pnpm bench processes …` 1, 2 and 4 worker processes on PostgreSQL, through PgBouncer and on
  * MySQL (`processes.ts`); `pnpm bench long-tx …` a PostgreSQL drain beside a session idle in
- * its transaction (`long-tx.ts`).
+ * its transaction (`long-tx.ts`); `pnpm bench prune …` history's retention, a day dropped whole
+ * against records deleted row by row (`prune.ts`).
  */
 import { type BenchOptions, type BenchReport, type BenchSuite, printReport } from './harness.js';
 
@@ -122,6 +123,12 @@ async function main(): Promise<void> {
     // `pnpm bench long-tx [--seconds 300] [--quick]`: a drain beside an idle transaction.
     const { runLongTxBench } = await import('./long-tx.js');
     await runLongTxBench(argv.slice(1));
+    return;
+  }
+  if (argv[0] === 'prune') {
+    // `pnpm bench prune [--quick] [--records N] [postgres] [mysql] [sqlite]`: history retention.
+    const { runPruneBench } = await import('./prune.js');
+    await runPruneBench(argv.slice(1));
     return;
   }
   if (argv[0] === 'sql-enqueue') {

@@ -61,10 +61,10 @@ class StatementLog {
  * beside the first pass); the server version (1); the schema check (1); the clock (2); lease
  * recovery (the lapsed-lease read, the follow-up read, two blocked-set sweep reads: 4); the
  * schedules (due ones, then all: 2); the unhandled-type check (1); history pruning (START
- * TRANSACTION, its lock, a delete, the unlock, COMMIT: 5); an acquisition (START TRANSACTION,
- * the locking read, COMMIT: 3); the next due time (1) — 24.
+ * TRANSACTION, its lock, the read of its partitions, a delete, the unlock, COMMIT: 6); an
+ * acquisition (START TRANSACTION, the locking read, COMMIT: 3); the next due time (1) — 25.
  */
-const START_UP_STATEMENTS = 24;
+const START_UP_STATEMENTS = 25;
 /**
  * The window counted, in seconds: one wait starts every 4 s (`notifyWaitMs`), so two in six
  * seconds, and the engine's own poll (6 statements) comes after 30 s — at 5 s, as it used to,

@@ -422,46 +422,49 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
      */
     *maintainHistoryPartitions(retentionMs: number): Operation<number> {
       const history = table('history');
-      const where = `TABLE_SCHEMA = ${database === null ? 'DATABASE()' : '?'} AND TABLE_NAME = ?`;
-      const [clock] = (yield {
-        sql: `SELECT ${asText('UTC_DATE()')} AS today,
+      // One read when there is nothing to do (most calls): the partitions and the clock.
+      const rows = (yield {
+        sql: `SELECT PARTITION_NAME AS name, ${asText('UTC_DATE()')} AS today,
             ${asText(`TIMESTAMPADD(MICROSECOND, ROUND(? * 1000), ${NOW})`)} AS cutoff,
-            @@SESSION.lock_wait_timeout AS waits`,
-        params: [-retentionMs],
-      }).rows;
-      const parts = (yield {
-        sql: `SELECT PARTITION_NAME AS name FROM information_schema.PARTITIONS WHERE ${where}
+            @@SESSION.lock_wait_timeout AS waits
+          FROM information_schema.PARTITIONS
+          WHERE TABLE_SCHEMA = ${database === null ? 'DATABASE()' : '?'} AND TABLE_NAME = ?
             AND PARTITION_NAME IS NOT NULL ORDER BY PARTITION_ORDINAL_POSITION`,
-        params: [...(database === null ? [] : [database]), `${tablePrefix}jobs_history`],
-      }).rows.map((row) => String(row.name));
+        params: [
+          -retentionMs,
+          ...(database === null ? [] : [database]),
+          `${tablePrefix}jobs_history`,
+        ],
+      }).rows;
+      const [first] = rows;
+      const parts = rows.map((row) => String(row.name));
+      if (!first || !parts.includes('pmax')) return 0;
       // pYYYYMMDD: the records before that day; its bound as epoch ms of UTC midnight.
       const boundOf = (name: string): number =>
         Date.UTC(Number(name.slice(1, 5)), Number(name.slice(5, 7)) - 1, Number(name.slice(7, 9)));
       const days = parts.filter((name) => /^p\d{8}$/.test(name));
-      if (!clock || !parts.includes('pmax')) return 0;
-      const today = Date.parse(`${String(clock.today)}T00:00:00Z`);
-      const cutoff = Date.parse(`${String(clock.cutoff).replace(' ', 'T')}Z`);
-      const dayName = (ms: number): string =>
-        `p${new Date(ms).toISOString().slice(0, 10).replace(/-/g, '')}`;
+      const today = Date.parse(`${String(first.today)}T00:00:00Z`);
+      const cutoff = Date.parse(`${String(first.cutoff).replace(' ', 'T')}Z`);
+      const last = days.length > 0 ? boundOf(days[days.length - 1] as string) : today;
+      const expired = days.filter((name) => boundOf(name) <= cutoff);
+      if (last >= today + 3 * DAY_MS && expired.length === 0) return 0;
       const dayText = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
       yield { sql: 'SET SESSION lock_wait_timeout = 1', params: [] };
       let dropped = 0;
       try {
-        let last = days.length > 0 ? boundOf(days[days.length - 1] as string) : today;
-        while (last < today + 3 * DAY_MS) {
-          const bound = Math.max(last + DAY_MS, today + DAY_MS);
+        for (let bound = last; bound < today + 3 * DAY_MS; ) {
+          bound = Math.max(bound + DAY_MS, today + DAY_MS);
+          const name = `p${dayText(bound).replace(/-/g, '')}`;
           try {
             yield {
-              sql: `ALTER TABLE ${history} REORGANIZE PARTITION \`pmax\` INTO (PARTITION \`${dayName(bound)}\` VALUES LESS THAN ('${dayText(bound)}'), PARTITION \`pmax\` VALUES LESS THAN (MAXVALUE))`,
+              sql: `ALTER TABLE ${history} REORGANIZE PARTITION \`pmax\` INTO (PARTITION \`${name}\` VALUES LESS THAN ('${dayText(bound)}'), PARTITION \`pmax\` VALUES LESS THAN (MAXVALUE))`,
               params: [],
             };
           } catch {
             break; // The lock not granted in time, or another process split it: next call.
           }
-          last = bound;
         }
-        for (const name of days) {
-          if (boundOf(name) > cutoff) break;
+        for (const name of expired) {
           try {
             const [count] = (yield {
               sql: `SELECT COUNT(*) AS n FROM ${history} PARTITION (\`${name}\`)`,
@@ -474,7 +477,7 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
           }
         }
       } finally {
-        yield { sql: 'SET SESSION lock_wait_timeout = ?', params: [Number(clock.waits)] };
+        yield { sql: 'SET SESSION lock_wait_timeout = ?', params: [Number(first.waits)] };
       }
       return dropped;
     },
