@@ -14,7 +14,7 @@ import { keepsOutcome, toHistoryRecord } from './history.js';
 import { nextRateWindow, type RateWindow } from './rate-window.js';
 import { dueTime, initialState } from './rules/due.js';
 import { afterFailure } from './rules/failure.js';
-import { afterLeaseExpiry, LEASE_EXPIRED_MESSAGE } from './rules/lease.js';
+import { afterLeaseExpiry, LEASE_EXPIRED_MESSAGE, leaseStarts } from './rules/lease.js';
 import { compareAcquisitionOrder } from './rules/order.js';
 import {
   type AcquireRequest,
@@ -244,8 +244,7 @@ export class MemoryJobStore implements JobStore {
 
     const token = randomUUID();
     const lockExpiresAt = nowMs + request.leaseMs;
-    const start = request.start ?? chosen.length;
-    const ahead = start + (request.startAhead ?? 0);
+    const { always, withRetriesLeft } = leaseStarts(request, chosen.length);
     const acquired: Job[] = [];
     chosen.forEach(({ job }, i) => {
       job.state = 'running';
@@ -253,8 +252,7 @@ export class MemoryJobStore implements JobStore {
       job.lockExpiresAt = new Date(lockExpiresAt);
       job.lockToken = token;
       job.attempts += 1;
-      // The first `start` start at once; `startAhead` more only with retries left.
-      const started = i < start || (i < ahead && job.retriesLeft > 0);
+      const started = i < always || (i < withRetriesLeft && job.retriesLeft > 0);
       job.startedAt = started ? new Date(nowMs) : null;
       acquired.push(copyJob(job));
     });

@@ -376,9 +376,12 @@ export interface AcquireRequest {
   tenants: readonly string[] | null;
   /**
    * With `capabilities.startMarks`: how many of the leased jobs, the first in acquisition
-   * order, start at once — they come back with `startedAt` set, recorded in the same statement.
-   * The others are leased but not started (prefetched); the owner records each one's start
-   * with a renewal (`LeaseRenewalRef.start`) before its handler starts. Absent: all of them.
+   * order, start at once — those of them with retries left come back with `startedAt` set,
+   * recorded in the same statement. The others are leased but not started (prefetched), and a
+   * job without retries left is never recorded by the lease: the owner records each one's start
+   * with a renewal (`LeaseRenewalRef.start`) before its handler starts, so a lease whose answer
+   * arrives after it lapsed, or an owner that dies before the start, never dead-letters a job
+   * that did not run. Absent: all of them start at once and all are recorded (`leaseStarts`).
    */
   start?: number;
   /**

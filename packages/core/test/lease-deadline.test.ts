@@ -78,7 +78,8 @@ describe('local lease deadline (invariant 16)', () => {
           }),
       },
     });
-    await store.enqueue([newJob({ type: 'long', payload: {}, retries: 0 })]);
+    // Retries left: the lease records its start, so it starts without a renewal (none answers).
+    await store.enqueue([newJob({ type: 'long', payload: {}, retries: 1 })]);
     await e.start();
     await waitFor(() => abortedAt > 0, 'the handler aborted', 5_000);
     expect(abortedAt).toBeLessThan(leaseEnd);

@@ -42,7 +42,7 @@ async function recoverUntil(h: Harness, store: JobStore, ids: readonly string[])
 }
 
 export function startMarksGroup(h: Harness): void {
-  it('acquire records the first `start` jobs as started, and `startAhead` more only with retries left', async ({
+  it('acquire records the first `start` jobs as started and `startAhead` more, each only with retries left', async ({
     skip,
   }) => {
     const store = await h.open();
@@ -83,38 +83,40 @@ export function startMarksGroup(h: Harness): void {
     skipWithoutStartMarks(store, skip);
     const started = (jobs: readonly Job[]) =>
       Object.fromEntries(jobs.map((j) => [j.id, j.startedAt instanceof Date]));
-    // Acquisition order: 9 (no retries), 7, 5 (no retries), 1.
+    // Acquisition order: 9 (no retries), 7, 5 (no retries), 1. A job without retries left is
+    // never recorded by a lease that says `start`: a renewal records it just before it starts,
+    // so a late answer or a dead owner cannot dead-letter it unrun.
     const shape = [
       { priority: 1 },
       { priority: 9, retries: 0 },
       { priority: 5, retries: 0 },
       { priority: 7 },
     ];
-    // The batch reaches beyond the starts: 9 and 7 start, 5 is ahead but has no retries left,
-    // 1 is beyond.
+    // The batch reaches beyond the starts: 9 and 7 start (9 unrecorded: no retries left), 5 is
+    // ahead but has no retries left, 1 is beyond.
     const [p1, p9, p5, p7] = (await enqueueJobs(store, shape)).map((j) => j.id);
     expect(started(await acquire(store, { start: 2, startAhead: 1 }))).toEqual({
       [p1 as string]: false,
-      [p9 as string]: true,
+      [p9 as string]: false,
       [p5 as string]: false,
       [p7 as string]: true,
     });
-    // The whole batch is within the starts and those ahead: 9 starts although it has no retries
-    // left, 5 is ahead without retries left, 7 and 1 are ahead.
+    // The whole batch is within the starts and those ahead: 9 starts without retries left
+    // (unrecorded), 5 is ahead without retries left, 7 and 1 are ahead.
     const [q1, q9, q5, q7] = (await enqueueJobs(store, shape)).map((j) => j.id);
     const batch = await acquire(store, { limit: 4, start: 1, startAhead: 3 });
     expect(started(batch)).toEqual({
       [q1 as string]: true,
-      [q9 as string]: true,
+      [q9 as string]: false,
       [q5 as string]: false,
       [q7 as string]: true,
     });
-    // Every job of the batch starts, with or without retries.
+    // Every job of the batch starts: those with retries left are recorded.
     const [r1, r9, r5, r7] = (await enqueueJobs(store, shape)).map((j) => j.id);
     expect(started(await acquire(store, { limit: 4, start: 4 }))).toEqual({
       [r1 as string]: true,
-      [r9 as string]: true,
-      [r5 as string]: true,
+      [r9 as string]: false,
+      [r5 as string]: false,
       [r7 as string]: true,
     });
     for (const job of batch) {

@@ -25,3 +25,20 @@ export function afterLeaseExpiry(job: {
   if (job.startedAt === null) return 'released';
   return job.retriesLeft > 0 ? 'requeued' : 'deadletter';
 }
+
+/**
+ * Which jobs of a lease it records as started (`AcquireRequest.start`, `startAhead`), by rank
+ * in acquisition order from 0: those ranked below `always`, and those ranked below
+ * `withRetriesLeft` that have retries left. With `start` given (an engine that starts only what
+ * its free slots take) a job without retries left is never recorded by the lease: its start is
+ * recorded by a renewal just before its handler starts, so an answer that came back after the
+ * lease lapsed, or an owner that died before starting it, can never dead-letter it unrun.
+ * Without `start` (the caller starts every job at once) all `count` are recorded.
+ */
+export function leaseStarts(
+  request: { start?: number; startAhead?: number },
+  count: number,
+): { always: number; withRetriesLeft: number } {
+  if (request.start === undefined) return { always: count, withRetriesLeft: count };
+  return { always: 0, withRetriesLeft: request.start + (request.startAhead ?? 0) };
+}

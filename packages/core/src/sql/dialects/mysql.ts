@@ -16,6 +16,7 @@
  *   (see `insertKeyed`).
  */
 import { StoreError } from '../../errors.js';
+import { leaseStarts } from '../../rules/lease.js';
 import type {
   AcquireRequest,
   EnqueueResult,
@@ -322,12 +323,10 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
         if (kept.length === 0) return [];
         const dbNow = readTime(rows[0]?.db_now);
         const lockExpiresAt = encode.time(new Date(dbNow.getTime() + request.leaseMs));
-        // Recorded as started: the first `start` (in acquisition order, as `kept` is), and up to
-        // `startAhead` more with retries left (see `AcquireRequest.start`).
-        const start = request.start ?? kept.length;
-        const ahead = start + (request.startAhead ?? 0);
+        // Recorded as started, by rank in acquisition order (as `kept` is): see `leaseStarts`.
+        const { always, withRetriesLeft } = leaseStarts(request, kept.length);
         const starts = kept.map(
-          (row, i) => i < start || (i < ahead && Number(row.retries_left) > 0),
+          (row, i) => i < always || (i < withRetriesLeft && Number(row.retries_left) > 0),
         );
         const startedIds = kept.filter((_, i) => starts[i]).map((row) => row.id);
         const startedAt = encode.time(dbNow);

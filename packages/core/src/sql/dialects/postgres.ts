@@ -14,6 +14,8 @@
  * The statements of the members below are written with `$n` parameters (no `?`), which
  * `placeholders` leaves alone.
  */
+
+import { leaseStarts } from '../../rules/lease.js';
 import type {
   AcquireRequest,
   EnqueueResult,
@@ -164,8 +166,8 @@ export function postgresDialect({
 
   // ---- acquisition ----
   // Parameters: $1 owner, $2 limit, $3 lease ms, $4 types, $5 queues (null: all), $6 tenants
-  // (null: all), $7 token, $8 how many start at once, $9 how many more start ahead (only those
-  // with retries left; see `AcquireRequest.start`).
+  // (null: all), $7 token, $8 how many are recorded as started whatever their retries, $9 how
+  // many more only if they have retries left (`startRanks`, `leaseStarts`).
   //
   // Every acquisition walks \`jobs_acquire\` (priority DESC, due_at, id; waiting rows only) in
   // order and stops after the batch — whatever the table's statistics. Two details of the text
@@ -213,8 +215,8 @@ export function postgresDialect({
   /**
    * The lease of the candidates `picked` (locked rows in acquisition order). It reads them as
    * an array numbered in that order (\`unnest … WITH ORDINALITY\`): the first $8 are recorded
-   * as started, and up to $9 more with retries left (\`started_at\`). The array keeps the
-   * walk's order (its ORDER BY, which locking and skipping keep) without sorting the rows again,
+   * as started, and up to $9 more with retries left (\`started_at\`, \`leaseStarts\`). The
+   * array keeps the walk's order (its ORDER BY, which locking and skipping keep) without sorting the rows again,
    * and the planner counts it as a few rows, so it probes the primary key once per row instead
    * of joining the batch to the whole table. The engine reads which rows were recorded from
    * \`started_at\`, never from this numbering, so a numbering out of order could only start a
@@ -284,6 +286,11 @@ export function postgresDialect({
     ${walk('j.id', '$2', matches(), 'j.scope = ANY($10::text[]) AND ')} FOR UPDATE OF j SKIP LOCKED),
   ${lease()}
   SELECT * FROM acq`;
+  /** $8 and $9 of `lease` (see `leaseStarts`): recorded unconditionally, with retries left. */
+  const startRanks = (request: AcquireRequest): [number, number] => {
+    const { always, withRetriesLeft } = leaseStarts(request, request.limit);
+    return [always, Math.max(0, withRetriesLeft - always)];
+  };
   const acquireParams = (request: AcquireRequest, token: string): unknown[] => [
     request.owner,
     request.limit,
@@ -292,8 +299,7 @@ export function postgresDialect({
     request.queues,
     request.tenants,
     token,
-    request.start ?? request.limit,
-    request.startAhead ?? 0,
+    ...startRanks(request),
   ];
   /**
    * Leased rows, or the one `needs_exclusive` row (see `Dialect.acquireLimited`), of a

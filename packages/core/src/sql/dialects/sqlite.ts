@@ -7,6 +7,7 @@
  */
 import { type FSWatcher, watch } from 'node:fs';
 import { type Clock, systemClock } from '../../clock.js';
+import { leaseStarts } from '../../rules/lease.js';
 import { compareAcquisitionOrder } from '../../rules/order.js';
 import type {
   AcquireRequest,
@@ -308,10 +309,9 @@ export function sqliteDialect(options: SqliteDialectOptions): Dialect {
   const own = {
     *acquire(request: AcquireRequest, token: string): Operation<SqlRow[]> {
       const where = candidateWhere(d, request);
-      const start = request.start ?? request.limit;
-      const ahead = start + (request.startAhead ?? 0);
-      // Recorded as started (see `AcquireRequest.start`): the first `start` in acquisition
-      // order, and up to `startAhead` more with retries left. The lease writes what holds for
+      const { always: start, withRetriesLeft: ahead } = leaseStarts(request, request.limit);
+      // Recorded as started (`leaseStarts`): the first `start` in acquisition order, and those
+      // ranked before `ahead` with retries left. The lease writes what holds for
       // its whole batch whatever the order — every row, those with retries left, or none — and
       // `markStarted` records the rest by primary key, in this transaction. Numbering the batch
       // in the lease itself (a window over a joined subquery) cost ~9 % more per leased row,
