@@ -31,6 +31,7 @@ import {
   LEASE_EXPIRED_MESSAGE,
   type LeaseRenewalRef,
   type ListJobsRequest,
+  leaseStarts,
   type NewJob,
   type RecoverResult,
   type RenewResult,
@@ -126,8 +127,8 @@ export class JsonFileJobStore implements JobStore {
    * Leases due jobs in acquisition order. Never hands out a running job, and lets an exclusive
    * job go only if it heads its scope and no exclusive job of the scope is running — also one
    * whose lease lapsed: its owner may still be at work until recovery requeues (and fences) it.
-   * The first `start` jobs (all, without it) are marked started; `startAhead` more only while
-   * they have retries left.
+   * Which of them are marked started is `leaseStarts`'s rule: without `start` all of them;
+   * with it the first `start` and `startAhead` more, only those with retries left.
    */
   async acquire(request: AcquireRequest): Promise<Job[]> {
     return this.write('acquire', (t) => {
@@ -146,8 +147,7 @@ export class JsonFileJobStore implements JobStore {
         }
       }
       const token = randomUUID(); // one fresh token per call: (id, token) is unique per lease
-      const start = request.start ?? request.limit;
-      const ahead = start + (request.startAhead ?? 0);
+      const { always, withRetriesLeft } = leaseStarts(request, request.limit);
       const taken: Job[] = [];
       for (const job of due) {
         if (taken.length >= request.limit) break;
@@ -161,7 +161,7 @@ export class JsonFileJobStore implements JobStore {
         job.lockExpiresAt = new Date(now.getTime() + request.leaseMs);
         job.lockToken = token;
         job.attempts += 1;
-        job.startedAt = i < start || (i < ahead && job.retriesLeft > 0) ? now : null;
+        job.startedAt = i < always || (i < withRetriesLeft && job.retriesLeft > 0) ? now : null;
         taken.push(copy(job));
       }
       return taken;
