@@ -108,6 +108,20 @@ export async function enqueueJobs(
   return results.map((r) => r.job);
 }
 
+/** Enqueues `n` jobs, acquires and completes them (result `{ n: i }`, duration 5 ms). */
+export async function completeJobs(store: JobStore, n: number, type = 'work'): Promise<Job[]> {
+  const jobs = await enqueueJobs(
+    store,
+    Array.from({ length: n }, () => ({ type })),
+  );
+  const held = await acquire(store, { types: [type], limit: n });
+  const { lost } = await store.complete(
+    held.map((job, i) => ({ ...refOf(job), resultJson: JSON.stringify({ n: i }), durationMs: 5 })),
+  );
+  expect(lost).toEqual([]);
+  return jobs;
+}
+
 /** The store's clock, in ms. */
 export async function storeNow(store: JobStore): Promise<number> {
   return (await store.now()).getTime();

@@ -104,6 +104,7 @@ export {
 export {
   acquire,
   acquiredAt,
+  completeJobs,
   DEFAULT_TIMEOUT_MS,
   enqueueJobs,
   Harness,

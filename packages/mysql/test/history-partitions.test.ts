@@ -6,8 +6,8 @@
  * Partitions of earlier days are made as the store would have made them then (splitting the
  * oldest one), and records of those days are written raw: no clock is moved.
  */
-import { acquire, enqueueJobs } from '@jobs/conformance';
-import { type Job, refOf } from '@jobs/core';
+import { completeJobs } from '@jobs/conformance';
+import type { Job } from '@jobs/core';
 import mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MysqlJobStore } from '../src/index.js';
@@ -58,18 +58,7 @@ describe.skipIf(!reachable)('history in partitions by day', () => {
     return undefined;
   };
 
-  const complete = async (n: number): Promise<Job[]> => {
-    await enqueueJobs(
-      store,
-      Array.from({ length: n }, () => ({ type: 'work' })),
-    );
-    const held = await acquire(store, { types: ['work'], limit: n });
-    const { lost } = await store.complete(
-      held.map((job) => ({ ...refOf(job), resultJson: null, durationMs: 1 })),
-    );
-    expect(lost).toEqual([]);
-    return held;
-  };
+  const complete = (n: number): Promise<Job[]> => completeJobs(store, n);
 
   beforeAll(async () => {
     database = await createDatabase();

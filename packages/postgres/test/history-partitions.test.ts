@@ -5,12 +5,12 @@
  * a drop back without holding completions back. Old days are made by calling the maintenance
  * function with an earlier `today`, and records of them are written raw: no clock is moved.
  */
-import { acquire } from '@jobs/conformance';
-import { type Job, refOf } from '@jobs/core';
+import { completeJobs } from '@jobs/conformance';
+import type { Job } from '@jobs/core';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PostgresJobStore } from '../src/index.js';
-import { dropSchema, newJob, openStore, PG_URL, randomSchema, reachable, sql } from './helpers.js';
+import { dropSchema, openStore, PG_URL, randomSchema, reachable, sql } from './helpers.js';
 
 const DAY = 86_400_000;
 
@@ -54,15 +54,7 @@ describe.skipIf(!reachable)('history in partitions by day', () => {
       )
     )[0]?.part;
 
-  const complete = async (n: number): Promise<Job[]> => {
-    await store.enqueue(Array.from({ length: n }, () => newJob('work')));
-    const held = await acquire(store, { types: ['work'], limit: n });
-    const { lost } = await store.complete(
-      held.map((job) => ({ ...refOf(job), resultJson: null, durationMs: 1 })),
-    );
-    expect(lost).toEqual([]);
-    return held;
-  };
+  const complete = (n: number): Promise<Job[]> => completeJobs(store, n);
 
   beforeAll(async () => {
     store = openStore(schema);

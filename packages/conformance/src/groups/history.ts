@@ -1,6 +1,14 @@
 import type { HistorySettings, Job, JobStore } from '@jobs/core';
 import { expect, it } from 'vitest';
-import { acquire, enqueueJobs, type Harness, refOf, sleep, storeNow } from '../harness.js';
+import {
+  acquire,
+  completeJobs,
+  enqueueJobs,
+  type Harness,
+  refOf,
+  sleep,
+  storeNow,
+} from '../harness.js';
 
 const WEEK = 7 * 24 * 3_600_000;
 const error = { message: 'gave up', stack: 'Error: gave up' };
@@ -17,20 +25,6 @@ async function historyStore(
   if (!store.history) skip('the store keeps no history (no `history`)');
   store.history?.configure({ keep: 'all', retentionMs: WEEK, ...settings });
   return store as HistoryStore;
-}
-
-/** Enqueues `n` jobs, acquires and completes them (result `{ n: i }`, duration 5 ms). */
-async function completeJobs(store: JobStore, n: number, type = 'work'): Promise<Job[]> {
-  const jobs = await enqueueJobs(
-    store,
-    Array.from({ length: n }, () => ({ type })),
-  );
-  const held = await acquire(store, { types: [type], limit: n });
-  const { lost } = await store.complete(
-    held.map((job, i) => ({ ...refOf(job), resultJson: JSON.stringify({ n: i }), durationMs: 5 })),
-  );
-  expect(lost).toEqual([]);
-  return jobs;
 }
 
 async function deadJob(store: JobStore, type = 'work'): Promise<Job> {
