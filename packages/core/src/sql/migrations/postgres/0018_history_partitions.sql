@@ -12,7 +12,9 @@
 -- returning how many records went with them; the store calls it when it prunes (under the
 -- pruning lock), and once here. A day whose records already sit in the DEFAULT partition gets no
 -- partition (those records are deleted row by row, as before). A lock it cannot take within
--- 500 ms (a long transaction reading history) leaves that day for the next call.
+-- 500 ms (a long transaction reading history), or a role that may not create or drop tables
+-- (an application role beside the one that migrates), leaves the work for the next call, and
+-- pruning deletes row by row meanwhile.
 
 ALTER TABLE {{history}} RENAME TO "{{prefix}}jobs_history_default";
 
@@ -70,9 +72,11 @@ BEGIN
         EXECUTE format('ALTER TABLE %s ATTACH PARTITION %I.%I FOR VALUES FROM (%L) TO (%L)',
           parent, space, base || '_' || to_char(day, 'YYYYMMDD'),
           day::timestamp AT TIME ZONE 'UTC', (day + 1)::timestamp AT TIME ZONE 'UTC');
-      EXCEPTION WHEN check_violation OR lock_not_available OR duplicate_table THEN
-        -- Records of that day in the DEFAULT partition, a lock not granted in time, or another
-        -- process made it: the subtransaction undid the CREATE; the next call tries again.
+      EXCEPTION WHEN check_violation OR lock_not_available OR duplicate_table
+                  OR insufficient_privilege THEN
+        -- Records of that day in the DEFAULT partition, a lock not granted in time, another
+        -- process made it, or a role that may not create tables: the subtransaction undid the
+        -- CREATE; the next call tries again (the day's records go to DEFAULT meanwhile).
         NULL;
       END;
     END IF;
@@ -89,7 +93,9 @@ BEGIN
       EXECUTE format('SELECT count(*) FROM %s', part.rel) INTO n;
       EXECUTE format('DROP TABLE %s', part.rel);
       dropped := dropped + n;
-    EXCEPTION WHEN lock_not_available THEN
+    EXCEPTION WHEN lock_not_available OR insufficient_privilege THEN
+      -- Held by a long transaction, or a role that does not own the table: its records past
+      -- the retention are deleted row by row after this call; the next call tries again.
       EXIT;
     END;
   END LOOP;
