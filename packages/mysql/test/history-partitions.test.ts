@@ -180,4 +180,38 @@ describe.skipIf(!reachable)('history in partitions by day', () => {
     ]);
     expect(await whereIs(800_000)).toBe(day(today, 1).name);
   });
+
+  it('a user that may not alter the table prunes row by row, without an error', async () => {
+    const user = `jobs_app_${database.slice(-10)}`;
+    await sql(`CREATE USER '${user}'@'%'`);
+    await sql(`GRANT SELECT, INSERT, UPDATE, DELETE ON \`${database}\`.* TO '${user}'@'%'`);
+    const app = openStore(database, { uri: MYSQL_URL.replace('//root@', `//${user}@`) });
+    try {
+      app.history.configure({ keep: 'all', retentionMs: 7 * DAY });
+      // A past day in a partition of its own, and the last day's partition missing.
+      const [old, first] = [day(today, -50), day(today, -5)];
+      await sql(
+        `ALTER TABLE ${history()} REORGANIZE PARTITION \`${first.name}\` INTO (
+           PARTITION \`${old.name}\` VALUES LESS THAN ('${old.text}'),
+           PARTITION \`${first.name}\` VALUES LESS THAN ('${first.text}'))`,
+      );
+      await record(950_000, 51);
+      const last = day(today, 3);
+      await sql(
+        `ALTER TABLE ${history()} REORGANIZE PARTITION \`${last.name}\`, \`pmax\` INTO (
+           PARTITION \`pmax\` VALUES LESS THAN (MAXVALUE))`,
+      );
+      expect(await app.history.prune(5 * DAY, 100)).toBe(1);
+      expect(await whereIs(950_000)).toBeUndefined();
+      expect(await partitions()).toContain(old.name);
+      expect(await partitions()).not.toContain(last.name);
+      // The owner's next prune drops the emptied day and makes the missing one.
+      expect(await store.history.prune(5 * DAY, 100)).toBe(0);
+      expect(await partitions()).not.toContain(old.name);
+      expect(await partitions()).toContain(last.name);
+    } finally {
+      await app.close();
+      await sql(`DROP USER '${user}'@'%'`);
+    }
+  });
 });
