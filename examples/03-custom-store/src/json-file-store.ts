@@ -147,7 +147,7 @@ export class JsonFileJobStore implements JobStore {
         }
       }
       const token = randomUUID(); // one fresh token per call: (id, token) is unique per lease
-      const { always, withRetriesLeft } = leaseStarts(request, request.limit);
+      const starts = leaseStarts(request, request.limit);
       const taken: Job[] = [];
       for (const job of due) {
         if (taken.length >= request.limit) break;
@@ -161,7 +161,7 @@ export class JsonFileJobStore implements JobStore {
         job.lockExpiresAt = new Date(now.getTime() + request.leaseMs);
         job.lockToken = token;
         job.attempts += 1;
-        job.startedAt = i < always || (i < withRetriesLeft && job.retriesLeft > 0) ? now : null;
+        job.startedAt = starts.records(i, job.retriesLeft) ? now : null;
         taken.push(copy(job));
       }
       return taken;

@@ -244,7 +244,7 @@ export class MemoryJobStore implements JobStore {
 
     const token = randomUUID();
     const lockExpiresAt = nowMs + request.leaseMs;
-    const { always, withRetriesLeft } = leaseStarts(request, chosen.length);
+    const starts = leaseStarts(request, chosen.length);
     const acquired: Job[] = [];
     chosen.forEach(({ job }, i) => {
       job.state = 'running';
@@ -252,8 +252,7 @@ export class MemoryJobStore implements JobStore {
       job.lockExpiresAt = new Date(lockExpiresAt);
       job.lockToken = token;
       job.attempts += 1;
-      const started = i < always || (i < withRetriesLeft && job.retriesLeft > 0);
-      job.startedAt = started ? new Date(nowMs) : null;
+      job.startedAt = starts.records(i, job.retriesLeft) ? new Date(nowMs) : null;
       acquired.push(copyJob(job));
     });
     return acquired;

@@ -38,7 +38,21 @@ export function afterLeaseExpiry(job: {
 export function leaseStarts(
   request: { start?: number; startAhead?: number },
   count: number,
-): { always: number; withRetriesLeft: number } {
-  if (request.start === undefined) return { always: count, withRetriesLeft: count };
-  return { always: 0, withRetriesLeft: request.start + (request.startAhead ?? 0) };
+): LeaseStartRule {
+  const always = request.start === undefined ? count : 0;
+  const withRetriesLeft =
+    request.start === undefined ? count : request.start + (request.startAhead ?? 0);
+  return {
+    always,
+    withRetriesLeft,
+    records: (rank, retriesLeft) => rank < always || (rank < withRetriesLeft && retriesLeft > 0),
+  };
+}
+
+/** `leaseStarts`'s answer: the two bounds, and the rule they make for one job. */
+export interface LeaseStartRule {
+  always: number;
+  withRetriesLeft: number;
+  /** Whether the job ranked `rank` (from 0) with `retriesLeft` retries is recorded as started. */
+  records(rank: number, retriesLeft: number): boolean;
 }

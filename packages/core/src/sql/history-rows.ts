@@ -41,6 +41,9 @@ const COPIED: readonly (readonly [string, string])[] = [
   ['steps', 'steps'],
 ];
 
+/** One partition of history where the database keeps it in partitions (migration 0018): a day. */
+export const HISTORY_PARTITION_MS = 86_400_000;
+
 /** Every column of the history table, in the order the copying INSERT writes them. */
 export const HISTORY_COLUMN_NAMES = [
   ...COPIED.map(([history]) => history),

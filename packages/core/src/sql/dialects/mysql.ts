@@ -40,7 +40,7 @@ import {
   tableBaseName,
 } from '../dialect.js';
 import type { Operation, Query } from '../executor.js';
-import { durationOf, historyInsert } from '../history-rows.js';
+import { durationOf, HISTORY_PARTITION_MS, historyInsert } from '../history-rows.js';
 import { mysqlLockRetries } from '../lock-retries.js';
 import { loadMigrations } from '../migrate.js';
 import type { Migration } from '../migration.js';
@@ -132,7 +132,6 @@ export interface MysqlDialect extends Dialect {
 const quote = (identifier: string): string => `\`${identifier}\``;
 const asText = (column: string): string => `CAST(${column} AS CHAR)`;
 const NOW = 'UTC_TIMESTAMP(3)';
-const DAY_MS = 86_400_000;
 /** Deadlock (1213) and lock wait timeout (1205): the statement or transaction was undone. */
 /** One scope's rows of one state, in acquisition order (migration 8; see `Dialect.scopeIndexHint`). */
 const SCOPE_INDEX = 'FORCE INDEX (ix_jobs_scope_blocked)';
@@ -324,10 +323,8 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
         const dbNow = readTime(rows[0]?.db_now);
         const lockExpiresAt = encode.time(new Date(dbNow.getTime() + request.leaseMs));
         // Recorded as started, by rank in acquisition order (as `kept` is): see `leaseStarts`.
-        const { always, withRetriesLeft } = leaseStarts(request, kept.length);
-        const starts = kept.map(
-          (row, i) => i < always || (i < withRetriesLeft && Number(row.retries_left) > 0),
-        );
+        const rule = leaseStarts(request, kept.length);
+        const starts = kept.map((row, i) => rule.records(i, Number(row.retries_left)));
         const startedIds = kept.filter((_, i) => starts[i]).map((row) => row.id);
         const startedAt = encode.time(dbNow);
         const startedSet =
@@ -446,13 +443,13 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
       const cutoff = Date.parse(`${String(first.cutoff).replace(' ', 'T')}Z`);
       const last = days.length > 0 ? boundOf(days[days.length - 1] as string) : today;
       const expired = days.filter((name) => boundOf(name) <= cutoff);
-      if (last >= today + 3 * DAY_MS && expired.length === 0) return 0;
+      if (last >= today + 3 * HISTORY_PARTITION_MS && expired.length === 0) return 0;
       const dayText = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
       yield { sql: 'SET SESSION lock_wait_timeout = 1', params: [] };
       let dropped = 0;
       try {
-        for (let bound = last; bound < today + 3 * DAY_MS; ) {
-          bound = Math.max(bound + DAY_MS, today + DAY_MS);
+        for (let bound = last; bound < today + 3 * HISTORY_PARTITION_MS; ) {
+          bound = Math.max(bound + HISTORY_PARTITION_MS, today + HISTORY_PARTITION_MS);
           const name = `p${dayText(bound).replace(/-/g, '')}`;
           try {
             yield {
@@ -705,7 +702,7 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
       ],
     },
     historyPartitions: {
-      partitionMs: DAY_MS,
+      partitionMs: HISTORY_PARTITION_MS,
       dropBefore: (retentionMs) => own.maintainHistoryPartitions(retentionMs),
     },
     ops: {

@@ -14,7 +14,6 @@
  * The statements of the members below are written with `$n` parameters (no `?`), which
  * `placeholders` leaves alone.
  */
-
 import { leaseStarts } from '../../rules/lease.js';
 import type {
   AcquireRequest,
@@ -40,7 +39,7 @@ import {
   tableBaseName,
 } from '../dialect.js';
 import type { Operation, Query } from '../executor.js';
-import { durationOf, historyInsert } from '../history-rows.js';
+import { durationOf, HISTORY_PARTITION_MS, historyInsert } from '../history-rows.js';
 import { loadMigrations } from '../migrate.js';
 import type { Migration } from '../migration.js';
 import { MIGRATION_FILES } from '../migrations/index.js';
@@ -216,9 +215,9 @@ export function postgresDialect({
    * The lease of the candidates `picked` (locked rows in acquisition order). It reads them as
    * an array numbered in that order (\`unnest … WITH ORDINALITY\`): the first $8 are recorded
    * as started, and up to $9 more with retries left (\`started_at\`, \`leaseStarts\`). The
-   * array keeps the walk's order (its ORDER BY, which locking and skipping keep) without sorting the rows again,
-   * and the planner counts it as a few rows, so it probes the primary key once per row instead
-   * of joining the batch to the whole table. The engine reads which rows were recorded from
+   * array keeps the walk's order (its ORDER BY, which locking and skipping keep) without
+   * sorting the rows again, and the planner counts it as a few rows, so it probes the primary
+   * key once per row instead of joining the batch to the whole table. The engine reads which rows were recorded from
    * \`started_at\`, never from this numbering, so a numbering out of order could only start a
    * job a round trip later, never unrecorded.
    */
@@ -771,7 +770,7 @@ END $$`,
       release: [],
     },
     historyPartitions: {
-      partitionMs: 86_400_000,
+      partitionMs: HISTORY_PARTITION_MS,
       // One call of the function migration 0018 made: it creates and drops the partitions.
       *dropBefore(retentionMs) {
         const { rows } = yield {

@@ -7,7 +7,7 @@
  */
 import { type FSWatcher, watch } from 'node:fs';
 import { type Clock, systemClock } from '../../clock.js';
-import { leaseStarts } from '../../rules/lease.js';
+import { type LeaseStartRule, leaseStarts } from '../../rules/lease.js';
 import { compareAcquisitionOrder } from '../../rules/order.js';
 import type {
   AcquireRequest,
@@ -284,17 +284,14 @@ export function sqliteDialect(options: SqliteDialectOptions): Dialect {
     WHERE "id" IN (SELECT CAST(value AS INTEGER) FROM json_each(?)) RETURNING "id", "started_at"`;
   /**
    * Records as started the leased `rows` (updated in place) that the lease's batch-wide
-   * `started_at` left out: the first `start` in acquisition order, and those ranked before
-   * `ahead` with retries left. Usually none: then no statement, and no sort.
+   * `started_at` left out, by `rule` (`leaseStarts`) on their rank in acquisition order.
+   * Usually none: then no statement, and no sort.
    */
-  function* markStarted(rows: SqlRow[], start: number, ahead: number): Operation<void> {
-    if (ahead <= 0 || !rows.some((r) => r.started_at === null)) return;
-    const ranked = rows.length <= start ? rows : inAcquisitionOrder(rows);
+  function* markStarted(rows: SqlRow[], rule: LeaseStartRule): Operation<void> {
+    if (rule.withRetriesLeft <= 0 || !rows.some((r) => r.started_at === null)) return;
+    const ranked = rows.length <= rule.always ? rows : inAcquisitionOrder(rows);
     const wanted = ranked
-      .filter(
-        (r, rank) =>
-          r.started_at === null && (rank < start || (rank < ahead && Number(r.retries_left) > 0)),
-      )
+      .filter((r, rank) => r.started_at === null && rule.records(rank, Number(r.retries_left)))
       .map((r) => String(r.id));
     if (wanted.length === 0) return;
     const marked = (yield { sql: markStartedSql, params: [JSON.stringify(wanted)] }).rows;
@@ -309,16 +306,20 @@ export function sqliteDialect(options: SqliteDialectOptions): Dialect {
   const own = {
     *acquire(request: AcquireRequest, token: string): Operation<SqlRow[]> {
       const where = candidateWhere(d, request);
-      const { always: start, withRetriesLeft: ahead } = leaseStarts(request, request.limit);
-      // Recorded as started (`leaseStarts`): the first `start` in acquisition order, and those
-      // ranked before `ahead` with retries left. The lease writes what holds for
-      // its whole batch whatever the order — every row, those with retries left, or none — and
+      const rule = leaseStarts(request, request.limit);
+      // Recorded as started (`leaseStarts`): the first `always` in acquisition order, and those
+      // ranked before `withRetriesLeft` with retries left. The lease writes what holds for its
+      // whole batch whatever the order — every row, those with retries left, or none — and
       // `markStarted` records the rest by primary key, in this transaction. Numbering the batch
       // in the lease itself (a window over a joined subquery) cost ~9 % more per leased row,
       // and returning the columns the lease wrote (owner, token, state) ~8 % (instructions
       // counted under callgrind).
       const marked: LeaseStarts =
-        start >= request.limit ? 'all' : ahead >= request.limit ? 'retries' : 'none';
+        rule.always >= request.limit
+          ? 'all'
+          : rule.withRetriesLeft >= request.limit
+            ? 'retries'
+            : 'none';
       const found = (yield {
         sql: `UPDATE ${jobs} SET "state" = 'running', "lock_owner" = ?, "lock_expires_at" = ${d.nowPlusMs},
             "lock_token" = ?, "attempts" = "attempts" + 1, "started_at" = ${LEASE_STARTS[marked](NOW)}
@@ -330,7 +331,7 @@ export function sqliteDialect(options: SqliteDialectOptions): Dialect {
       }).rows;
       const lease = { owner: request.owner, token };
       const rows = found.map((r) => leasedRow(r, lease));
-      if (marked !== 'all') yield* markStarted(rows, start, ahead);
+      if (marked !== 'all') yield* markStarted(rows, rule);
       return rows;
     },
     *insertJobs(rows: readonly (readonly unknown[])[]): Operation<SqlRow[]> {
