@@ -65,6 +65,39 @@ export function openStore(
   return new MysqlJobStore({ uri: MYSQL_URL, database, connectionLimit: 4, ...options });
 }
 
+/**
+ * Empties the tables under `tablePrefix` in `database` (a closed store's, and a test's
+ * `effects` beside them) for another test, the version table kept. False, with nothing changed,
+ * when they are not at `version` (a test left them elsewhere): then they are no use to the next
+ * test. DELETE, not TRUNCATE: a dozen small tables empty in ~2 ms instead of ~20.
+ */
+export async function emptyTables(
+  database: string,
+  tablePrefix: string,
+  version: number,
+): Promise<boolean> {
+  const connection = await mysql.createConnection({ uri: MYSQL_URL, database });
+  try {
+    const migrations = `${tablePrefix}jobs_migrations`;
+    const found = await connection.query(`SELECT MAX(version) AS v FROM \`${migrations}\``).then(
+      ([rows]) => Number((rows as { v: unknown }[])[0]?.v),
+      () => null,
+    );
+    if (found !== version) return false;
+    const [tables] = (await connection.query(
+      `SELECT table_name AS name FROM information_schema.tables
+       WHERE table_schema = ? AND table_type = 'BASE TABLE' AND LEFT(table_name, CHAR_LENGTH(?)) = ?`,
+      [database, tablePrefix, tablePrefix],
+    )) as [{ name: string }[], unknown];
+    for (const { name } of tables) {
+      if (name !== migrations) await connection.query(`DELETE FROM \`${name}\``);
+    }
+    return true;
+  } finally {
+    await connection.end();
+  }
+}
+
 /** The raw row of job `id`, read around the store. */
 export async function readRaw(
   store: MysqlJobStore,

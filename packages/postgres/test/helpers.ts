@@ -64,6 +64,40 @@ export async function dropSchema(schema: string): Promise<void> {
   await sql(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
 }
 
+/**
+ * Empties the closed `store`'s schema for another test: tables other than the store's own
+ * (a test's `effects`) dropped, the store's tables truncated with their ids restarted, the
+ * version table kept. False, with nothing changed, when the schema is not at the store's newest
+ * version (a test left it elsewhere): then it is no use to the next test.
+ */
+export async function emptySchema(store: PostgresJobStore): Promise<boolean> {
+  const client = new pg.Client({ connectionString: PG_URL });
+  await client.connect();
+  try {
+    const version = await client
+      .query(`SELECT max(version)::int AS v FROM "${store.schema}".jobs_migrations`)
+      .then(
+        (r) => r.rows[0]?.v as number | null,
+        () => null,
+      );
+    if (version !== store.schemaVersion()) return false;
+    await client.query(`DROP TABLE IF EXISTS "${store.schema}".effects`);
+    const { rows } = await client.query<{ name: string }>(
+      `SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname) AS name
+       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+       WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+         AND c.relname <> 'jobs_migrations'`,
+      [store.schema],
+    );
+    if (rows.length > 0) {
+      await client.query(`TRUNCATE ${rows.map((r) => r.name).join(', ')} RESTART IDENTITY`);
+    }
+    return true;
+  } finally {
+    await client.end();
+  }
+}
+
 /** A NewJob of `type` with the conformance suite's neutral defaults. */
 export function newJob(type: string, over: Partial<NewJob> = {}): NewJob {
   return makeNewJob({ type, ...over });

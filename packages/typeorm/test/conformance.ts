@@ -15,7 +15,7 @@ const PEER_MODULE = fileURLToPath(new URL('./process-peer.ts', import.meta.url))
 
 /**
  * A test database with its DataSources. On PostgreSQL and MySQL a finished test's database is
- * emptied (tables truncated, ids restarted) and handed to the next test with its DataSources
+ * emptied (tables truncated or deleted from) and handed to the next test with its DataSources
  * still connected: creating a schema or database, connecting pools and running DDL for each of
  * ~150 tests was most of the suite's time. SQLite files are cheap, so every test gets a new one.
  * (Concurrent migrate on a really fresh database is covered in `migrate.test.ts`.)
@@ -34,7 +34,7 @@ async function connect(db: TestDatabase): Promise<DataSource> {
 }
 
 /**
- * Every table the store writes, so nothing of a finished test reaches the next one (ids restart:
+ * Every table the store writes, so nothing of a finished test reaches the next one (ids may restart:
  * a signal left for job 2 — a child's result nobody took — would be job 2's of the next test).
  */
 const STORE_TABLES = [
@@ -51,7 +51,8 @@ async function empty(slot: Slot, store: TypeormJobStore, driver: Driver): Promis
   if (driver === 'postgres') {
     await slot.main.query(`TRUNCATE ${tables.join(', ')} RESTART IDENTITY`);
   } else {
-    for (const table of tables) await slot.main.query(`TRUNCATE TABLE ${table}`);
+    // DELETE: a dozen small InnoDB tables empty in ~2 ms, TRUNCATE (DDL) takes ~20.
+    for (const table of tables) await slot.main.query(`DELETE FROM ${table}`);
   }
 }
 
