@@ -24,22 +24,22 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
  * order matters: it is longest first.
  */
 const USUAL_SECONDS = {
-  '@jobs/mysql': 260,
-  '@jobs/typeorm': 240,
-  '@jobs/postgres': 210,
-  '@jobs/examples-templates-test': 130,
-  '@jobs/cli': 120,
-  '@jobs/sqlite': 90,
-  '@jobs/conformance': 90,
-  '@jobs/dashboard': 80,
-  '@jobs/example-typeorm-app': 60,
-  '@jobs/core': 45,
-  '@jobs/example-custom-store': 45,
-  '@jobs/http': 45,
-  '@jobs/sql-tests': 40,
-  '@jobs/example-quickstart': 20,
-  '@jobs/example-sharded-report': 20,
-  '@jobs/otel': 15,
+  '@jobs/postgres': 170,
+  '@jobs/mysql': 160,
+  '@jobs/typeorm': 135,
+  '@jobs/examples-templates-test': 90,
+  '@jobs/conformance': 80,
+  '@jobs/cli': 65,
+  '@jobs/sqlite': 57,
+  '@jobs/example-typeorm-app': 42,
+  '@jobs/core': 37,
+  '@jobs/example-custom-store': 34,
+  '@jobs/dashboard': 32,
+  '@jobs/sql-tests': 31,
+  '@jobs/http': 8,
+  '@jobs/example-sharded-report': 8,
+  '@jobs/otel': 5,
+  '@jobs/example-quickstart': 4,
 };
 const UNKNOWN_SECONDS = 60;
 
