@@ -79,8 +79,13 @@ const QUEUE = 'noop';
  * (v1 leased `concurrency` jobs ahead, now adaptive batches of up to 500), and that alone
  * must not hide a store's own speed. v1 had no history; now records every finished job by
  * default, so the third drain turns that off on now (`history: { keep: 'none' }`, the same
- * work as v1's; v1 runs it as the second).
+ * work as v1's; v1 runs it as the second) — and on a later baseline too (`V1_HAS_HISTORY`).
  */
+/**
+ * A baseline after v1 has history and its `keep: 'none'`: its "no history" drain turns it off
+ * too, so that line compares like with like (v1's own is its history-less second drain).
+ */
+const V1_HAS_HISTORY = V1_COMMIT !== '3198310';
 const CONFIGS = [
   { label: 'defaults', prefetch: null, noHistory: false },
   { label: 'prefetch 490', prefetch: 490, noHistory: false },
@@ -114,7 +119,7 @@ interface WorkerArgs {
   spec: StoreSpec;
   /** The engine's fixed `prefetch`; null: its default. */
   prefetch: number | null;
-  /** `history: { keep: 'none' }` (now only: v1 has no history, nor the option). */
+  /** `history: { keep: 'none' }` (not on v1 3198310: it has no history, nor the option). */
   noHistory: boolean;
 }
 
@@ -469,7 +474,7 @@ async function runFamily(
                   root,
                   spec: await variant.fresh(),
                   prefetch,
-                  noHistory: noHistory && build === 'now',
+                  noHistory: noHistory && (build === 'now' || V1_HAS_HISTORY),
                 },
                 total,
                 what,
@@ -530,7 +535,7 @@ async function runFamily(
       : { sqlite: 'file', postgres: 'schema', mysql: 'database' }[family];
   notes.push(
     `${total.toLocaleString('en-US')} no-op jobs per run, each on a fresh ${place}: store.migrate(), bulk enqueue from this process in batches of 1,000 (JobEngine#enqueueMany), then one worker process at new JobEngine({ store, concurrency: 10 }) drains them until none is left; stores with their constructors' defaults`,
-    `drain, defaults: nothing else set (v1 leased concurrency = 10 jobs ahead; now adaptive batches of up to 500); drain, prefetch 490: the same fixed batches on both builds; drain, prefetch 490, no history: now with history: { keep: 'none' }, the work v1 did (v1 3198310 had no history; a BENCH_BASELINE_COMMIT after it keeps history, so this line then compares now without history against it with history), v1 as in the line before`,
+    `drain, defaults: nothing else set (v1 leased concurrency = 10 jobs ahead; now adaptive batches of up to 500); drain, prefetch 490: the same fixed batches on both builds; drain, prefetch 490, no history: now with history: { keep: 'none' }, the work v1 did (v1 3198310 had no history: it runs as in the line before; a BENCH_BASELINE_COMMIT after it runs with history: { keep: 'none' } too)`,
     `${ROUNDS} rounds, v1 and now taking turns (the order alternates); medians (enqueue: of every run), each run's numbers above`,
     `v1: commit ${V1_COMMIT}${process.env.BENCH_BASELINE_COMMIT ? ' (BENCH_BASELINE_COMMIT)' : ', the last before cbaf54d (core/sql: one SQL core under every store)'}, built in ${relative(REPO_ROOT, V1_DIR)}; now: this checkout's packages/*/dist`,
     'ratios: now ÷ v1; for jobs/s higher is better, for MiB lower is better (issue 10: no store slower by more than 10 %)',
