@@ -7,6 +7,8 @@
  * - pickup latency: jobs enqueued one at a time at 50/s from this process (another connection),
  *   one worker process per contender, all at once; enqueue-call start → handler start;
  * - single enqueue;
+ * - enqueue floor: better-sqlite3 alone on each library's table, no library code
+ *   (`sqlite-floor.ts`);
  * - backlog series (ours, default configuration): 10k, 100k and 1M jobs on a fresh file.
  *
  * Run alone: `npx tsx bench/src/sqlite.ts [--quick]`. This file is also the worker process.
@@ -44,6 +46,7 @@ import {
   type WorkerIo,
   type WorkerStats,
 } from './harness.js';
+import { enqueueFloor } from './sqlite-floor.js';
 
 /**
  * better-sqlite3 10 for liteque: liteque 0.8 dequeues through `db.transaction(async …)`, which
@@ -306,6 +309,23 @@ export async function runSqliteBench(options: Partial<BenchOptions> = {}): Promi
     }
     producers.clear();
 
+    console.log("[bench] sqlite: enqueue floor (the database alone, each library's table) ...");
+    const floor = await enqueueFloor(fresh, {
+      bulkRows: total,
+      singleRows: singles,
+      rounds: quick ? 3 : 5,
+    });
+    for (const [schema, c] of [
+      ['ours', 'ours'],
+      ['plainjob', 'plainjob'],
+    ] as const) {
+      const rates = floor.get(schema);
+      if (!rates) continue;
+      add('enqueue floor bulk, no library code (rows/s)', c, rates.bulk, 'rows/s', true);
+      add('enqueue floor single, no library code (rows/s)', c, rates.single, 'rows/s', true);
+    }
+    const noDue = floor.get('ours-no-due-index');
+
     // Each run on a fresh file; `drain` needs the file the producer opened.
     const files = new Map<Producer, string>();
     await throughputRuns({
@@ -359,6 +379,7 @@ export async function runSqliteBench(options: Partial<BenchOptions> = {}): Promi
       `plainjob 0.0.14: one queue (it sets WAL, synchronous=NORMAL), ${CONCURRENCY} defineWorker()s (a worker runs one job at a time), pollIntervall ${PEER_POLL_MS} ms; bulk enqueue with addMany`,
       `liteque 0.8.0: its database opened as buildDBClient(file, { walEnabled: true }) does, on better-sqlite3 10.1 (liteque 0.8 fails on 11+: it passes an async function to db.transaction); Runner concurrency ${CONCURRENCY}, pollIntervalMs ${PEER_POLL_MS}; no bulk enqueue (one enqueue per job)`,
       'statements: every statement a worker process ran through better-sqlite3 (run/get/all/iterate/exec) ÷ jobs; SQLite runs in-process, so a statement is a call, not a network round trip',
+      `enqueue floor: better-sqlite3 alone on each library's migrated table (WAL, synchronous=NORMAL), no library code: bulk ${total} rows in transactions of 1,000 as 50-row INSERTs, single ${singles} autocommit INSERTs; medians of ${quick ? 3 : 5} alternating rounds. Our table without jobs_due_idx: ${noDue ? `${Math.round(noDue.bulk).toLocaleString('en-US')} rows/s bulk, ${Math.round(noDue.single).toLocaleString('en-US')} single` : '—'}. An enqueue slower than the peer's floor cannot catch up in JavaScript, only by writing less`,
       'ratios: ours ÷ each other; for jobs/s higher is better, for ms, stmt and MiB lower is better',
     );
     let filename = '';
