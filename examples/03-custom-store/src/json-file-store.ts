@@ -2,8 +2,8 @@
  * `JsonFileJobStore`: a complete `JobStore` on one JSON file, written to be read and copied.
  *
  * It keeps `Job` and `ScheduleRecord` objects exactly as `@jobs/core` defines them, and applies
- * the lifecycle's rules that `@jobs/core` exports (`dueTime`, `initialState`,
- * `compareAcquisitionOrder`, `afterFailure`, `afterLeaseExpiry`, `isJobId`) instead of restating them. Each
+ * the lifecycle's rules that `@jobs/core` exports (`writtenJob`, which applies `dueTime` and
+ * `initialState`; `compareAcquisitionOrder`, `afterFailure`, `afterLeaseExpiry`, `isJobId`) instead of restating them. Each
  * method is a few lines over the tables of `./json-file.ts` and says which invariant of the
  * contract (`@jobs/core` `store.ts`) it keeps. To adapt it to your database, keep the method
  * bodies as a specification and turn each into one transaction or statement of yours.
@@ -15,11 +15,9 @@ import {
   afterLeaseExpiry,
   type Clock,
   compareAcquisitionOrder,
-  dueTime,
   type EnqueueOptions,
   type EnqueueResult,
   InvalidStateError,
-  initialState,
   isJobId,
   isWaitingState,
   type Job,
@@ -35,7 +33,6 @@ import {
   type NewJob,
   type RecoverResult,
   type RenewResult,
-  type RetryPolicy,
   readLogs,
   type SaveScheduleRequest,
   type ScheduleFire,
@@ -46,6 +43,7 @@ import {
   type StoreCapabilities,
   StoreError,
   systemClock,
+  writtenJob,
 } from '@jobs/core';
 import { JsonFile, type Tables } from './json-file.js';
 
@@ -510,9 +508,10 @@ export class JsonFileJobStore implements JobStore {
   // ---- internals ----
 
   /**
-   * Inserts new jobs, due at `dueTime` and waiting in `initialState` (`timer` while due later,
-   * else `async`). Payloads and other JSON values are copied: the caller may change its
-   * objects afterwards, and a value JSON cannot hold (a BigInt) fails here, inside the write.
+   * Inserts new jobs, each as `writtenJob` builds it: due at `dueTime`, waiting in
+   * `initialState` (`timer` while due later, else `async`). Payloads and other JSON values are
+   * copied: the caller may change its objects afterwards, and a value JSON cannot hold (a
+   * BigInt) fails here, inside the write.
    */
   private insert(t: Tables, jobs: readonly NewJob[]): EnqueueResult[] {
     const now = this.currentTime();
@@ -522,39 +521,8 @@ export class JsonFileJobStore implements JobStore {
     return jobs.map((input) => {
       const holder = input.key === null ? undefined : byKey.get(input.key);
       if (holder) return { job: copy(holder), created: false };
-      const due = dueTime(input, now);
-      const job: Job = {
-        id: String(t.nextId++),
-        type: input.type,
-        payload: cloneJson(input.payload),
-        state: initialState(due, now),
-        priority: input.priority,
-        dueAt: due,
-        retriesLeft: input.retries,
-        attempts: 0,
-        scope: input.scope,
-        exclusive: input.exclusive,
-        // No scope limits above 1 here (`scopeLimits` is not declared): exclusive is a limit of 1.
-        scopeLimit: input.exclusive ? 1 : null,
-        key: input.key,
-        tenantId: input.tenantId,
-        queue: input.queue,
-        lastError: null,
-        createdAt: now,
-        lockOwner: null,
-        lockExpiresAt: null,
-        lockToken: null,
-        startedAt: null,
-        retryPolicy: input.retryPolicy ? (cloneJson(input.retryPolicy) as RetryPolicy) : null,
-        suspendedFrom: null,
-        schedule: input.schedule,
-        occurrence: input.occurrence ? new Date(input.occurrence) : null,
-        shard: input.shard ? { index: input.shard.index, count: input.shard.count } : null,
-        meta: input.meta ? { ...input.meta } : null,
-        progress: null,
-        logs: [],
-        timeoutMs: input.timeoutMs ?? null,
-      };
+      // No scope limits above 1 here (`scopeLimits` is not declared): the engine sends none.
+      const job = writtenJob(input, { id: String(t.nextId++), createdAt: now });
       t.jobs.set(job.id, job);
       if (job.key !== null) byKey.set(job.key, job);
       return { job: copy(job), created: true };

@@ -15,6 +15,7 @@ import { nextRateWindow, type RateWindow } from './rate-window.js';
 import { dueTime, initialState } from './rules/due.js';
 import { afterFailure } from './rules/failure.js';
 import { afterLeaseExpiry, LEASE_EXPIRED_MESSAGE, leaseStarts } from './rules/lease.js';
+import { writtenJob } from './rules/new-job.js';
 import { compareAcquisitionOrder } from './rules/order.js';
 import {
   type AcquireRequest,
@@ -41,7 +42,6 @@ import {
   type RateTokenRequest,
   type RecoverResult,
   type RenewResult,
-  type RetryPolicy,
   type SaveScheduleRequest,
   type ScheduleFire,
   type ScheduleFireResult,
@@ -1072,40 +1072,12 @@ export class MemoryJobStore implements JobStore {
         }
       }
       const seq = this.nextSeq++;
-      const limit = input.exclusive ? 1 : (input.scopeLimit ?? null);
-      const job: Job = {
+      const job = writtenJob(input, {
         id: String(seq),
-        type: input.type,
-        payload: cloneJson(input.payload),
-        state: initialState(due, now),
-        priority: input.priority,
-        dueAt: due,
-        retriesLeft: input.retries,
-        attempts: 0,
-        scope: input.scope,
-        exclusive: limit === 1,
-        scopeLimit: limit,
-        key: input.key,
-        tenantId: input.tenantId,
-        queue: input.queue,
-        lastError: null,
         createdAt: new Date(nowMs),
-        lockOwner: null,
-        lockExpiresAt: null,
-        lockToken: null,
-        retryPolicy: input.retryPolicy ? (cloneJson(input.retryPolicy) as RetryPolicy) : null,
-        suspendedFrom: null,
-        schedule: input.schedule,
-        occurrence: input.occurrence ? new Date(input.occurrence) : null,
-        shard: input.shard ? { index: input.shard.index, count: input.shard.count } : null,
-        meta: input.meta ? { ...input.meta } : null,
-        progress: null,
-        cancelRequested: false,
-        startedAt: null,
-        logs: [],
-        steps: [],
-        timeoutMs: input.timeoutMs ?? null,
-      };
+        dueAt: due,
+        payload: cloneJson(input.payload),
+      });
       this.jobs.set(seq, { seq, job });
       if (input.key !== null) this.keys.set(input.key, seq);
       return { job: copyJob(job), created: true };

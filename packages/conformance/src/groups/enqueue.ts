@@ -1,4 +1,4 @@
-import type { Job } from '@jobs/core';
+import type { Job, NewJob } from '@jobs/core';
 import { expect, it } from 'vitest';
 import { acquire, enqueueJobs, type Harness, makeNewJob, refOf, storeNow } from '../harness.js';
 
@@ -88,6 +88,55 @@ export function enqueueGroup(h: Harness): void {
     };
     expect(job).toMatchObject(expected);
     await h.expectStored(store, job!.id, expected);
+  });
+
+  it('enqueue returns each new job exactly as reading it back gives it: alone, in a batch, keyed', async () => {
+    const store = await h.open();
+    const now = await storeNow(store);
+    const rich: Partial<NewJob> = {
+      type: 'report.build',
+      payload: { text: 'grüße ✓ "quoted"', n: -1.5, nested: { list: [1, null, true] } },
+      dueAt: new Date(now + 3_600_123),
+      delayMs: 250,
+      priority: -7,
+      retries: 5,
+      scope: 'account-42',
+      exclusive: true,
+      tenantId: 'tenant-a',
+      queue: 'reports',
+      retryPolicy: { kind: 'exponential', initialMs: 1000, factor: 3, maxMs: 60_000, jitter: 0.1 },
+      schedule: 'nightly',
+      occurrence: new Date(now - 61_007),
+      shard: { index: 2, count: 4 },
+      meta: { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' },
+    };
+    const { scopeLimits, timeLimits } = store.capabilities;
+    const batches: NewJob[][] = [
+      [makeNewJob(rich)],
+      [
+        makeNewJob(),
+        makeNewJob({ ...rich, key: 'rich-key' }),
+        makeNewJob({ dueAt: new Date(now - 5_000), priority: 3, payload: ['a', 2] }),
+        makeNewJob({
+          payload: undefined,
+          scope: 'pool',
+          ...(scopeLimits ? { scopeLimit: 3 } : {}),
+        }),
+        makeNewJob({ ...(timeLimits ? { timeoutMs: 5_000 } : {}), payload: 'text' }),
+      ],
+      // A run long enough for a store's multi-row insert.
+      Array.from({ length: 40 }, (_, i) => makeNewJob({ payload: { i }, priority: i % 3 })),
+    ];
+    for (const batch of batches) {
+      const results = await store.enqueue(batch);
+      expect(results.map((r) => r.created)).toEqual(batch.map(() => true));
+      for (const { job } of results) expect(await store.getJob(job.id)).toEqual(job);
+    }
+    // The caller's objects and the jobs share nothing.
+    const payload = { list: [1] };
+    const [copied] = await store.enqueue([makeNewJob({ payload })]);
+    payload.list.push(2);
+    expect(copied?.job.payload).toEqual({ list: [1] });
   });
 
   it('meta headers are stored in the insert and read back as given by every read', async () => {

@@ -157,24 +157,12 @@ export function jobRowAt(
 }
 
 /**
- * The row an INSERT of `values` (`newJobValues`) wrote, given its `id`: the columns an insert
- * leaves null are null. One object shape, as `jobRowAt` makes it.
+ * The payload of a job this enqueue wrote for `job`, as reading it back gives it: the engine's
+ * checked copy itself (exactly what the JSON text written reads back as), else a copy made
+ * through that text. For `writtenJob` (`rules/new-job.ts`), which builds the rest.
  */
-export function insertedJobRow(id: string, values: readonly unknown[]): SqlRow {
-  const written: unknown[] = new Array(JOB_COLUMN_NAMES.length).fill(null);
-  written[0] = id;
-  for (let i = 0; i < INSERT_JOB_COLUMNS.length; i++) written[i + 1] = values[i];
-  return jobRowAt(written);
-}
-
-/**
- * The job `row` holds, written by this enqueue for `job`: its payload is `job`'s own when that
- * is the engine's checked copy (exactly what the JSON text written reads back as), else read
- * from the row.
- */
-export function writtenJob(row: SqlRow, job: NewJob): Job {
-  if (takeCheckedPayload(job.payload)) row.payload = job.payload;
-  return rowToJob(row);
+export function writtenPayload(job: NewJob): unknown {
+  return takeCheckedPayload(job.payload) ? job.payload : JSON.parse(payloadJson(job.payload));
 }
 
 /**

@@ -17,9 +17,11 @@
  */
 import { StoreError } from '../../errors.js';
 import { leaseStarts } from '../../rules/lease.js';
+import { writtenJob } from '../../rules/new-job.js';
 import type {
   AcquireRequest,
   EnqueueResult,
+  Job,
   JobCompletion,
   JobFailure,
   JobRef,
@@ -55,14 +57,13 @@ import {
 } from '../portable/lock-then-write.js';
 import {
   INSERT_JOB_COLUMNS,
-  insertedJobRow,
   newJobValues,
   readBool,
   readTime,
   rowToJob,
   type SqlRow,
   type SqlValue,
-  writtenJob,
+  writtenPayload,
 } from '../rows.js';
 import { candidateWhere, scopeHeadIsFree } from '../scope-rule.js';
 import { waiterPrefix } from '../wake-waiter.js';
@@ -270,9 +271,9 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
     return { kept, held };
   }
 
-  /** One multi-row INSERT per chunk; the rows as stored, by input index. */
-  function* insertRows(values: SqlValue[][], indexes: number[]): Operation<Map<number, SqlRow>> {
-    const stored = new Map<number, SqlRow>();
+  /** One multi-row INSERT per chunk; the ids written, by input index. */
+  function* insertRows(values: SqlValue[][], indexes: number[]): Operation<Map<number, string>> {
+    const stored = new Map<number, string>();
     const columns = INSERT_JOB_COLUMNS.map(quote).join(', ');
     const rowMarks = `(${marks(INSERT_JOB_COLUMNS.length)})`;
     for (const chunk of chunksOf(values, indexes)) {
@@ -295,7 +296,7 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
       }
       const first = BigInt(header.insertId);
       chunk.forEach((index, i) => {
-        stored.set(index, insertedJobRow(String(first + BigInt(i) * step), values[index] ?? []));
+        stored.set(index, String(first + BigInt(i) * step));
       });
     }
     return stored;
@@ -513,10 +514,11 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
           const key = keyOf(index);
           return key === null || (!holders.has(key) && firstOfKey.get(key) === index);
         });
-      const inserted = new Map<number, SqlRow>();
+      // The ids written, by input index.
+      const inserted = new Map<number, string>();
       for (const chunk of chunksOf(values, toInsert)) {
         try {
-          for (const [index, row] of yield* insertRows(values, chunk)) inserted.set(index, row);
+          for (const [index, id] of yield* insertRows(values, chunk)) inserted.set(index, id);
         } catch (error) {
           // A held key undid this INSERT alone (not the transaction): its rows go in again, the
           // keyed ones one at a time, in input order (ids keep following it).
@@ -524,7 +526,7 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
           let run: number[] = [];
           const flush = function* (): Operation<void> {
             if (run.length > 0) {
-              for (const [i, row] of yield* insertRows(values, run)) inserted.set(i, row);
+              for (const [i, id] of yield* insertRows(values, run)) inserted.set(i, id);
             }
             run = [];
           };
@@ -535,23 +537,31 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
               continue;
             }
             yield* flush();
-            const { created, row } = yield* insertOneKeyed(values, index, key);
-            if (created) inserted.set(index, row);
-            else holders.set(key, row);
+            const one = yield* insertOneKeyed(values, index, key);
+            if (one.created) inserted.set(index, one.id);
+            else holders.set(key, one.row);
           }
           yield* flush();
         }
       }
       if (notify && inserted.size > 0) yield notify;
+      const written = (index: number, id: string): Job => {
+        const job = newJobs[index] as NewJob;
+        return writtenJob(job, { id, createdAt: now, payload: writtenPayload(job) });
+      };
       return newJobs.map((job, index) => {
         const mine = inserted.get(index);
-        if (mine) return { job: writtenJob(mine, job), created: true };
+        if (mine !== undefined) return { job: written(index, mine), created: true };
         const key = job.key as string;
-        const holder = holders.get(key) ?? inserted.get(firstOfKey.get(key) as number);
-        if (!holder) {
+        const holder = holders.get(key);
+        if (holder) return { job: rowToJob(holder), created: false };
+        // Its key went to an earlier job of this batch.
+        const first = firstOfKey.get(key) as number;
+        const firstId = inserted.get(first);
+        if (firstId === undefined) {
           throw new Error(`lost track of the holder of key ${JSON.stringify(key)}`);
         }
-        return { job: rowToJob(holder), created: false };
+        return { job: written(first, firstId), created: false };
       });
     },
   };
@@ -743,8 +753,8 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
     values: SqlValue[][],
     index: number,
     key: string,
-  ): Operation<{ created: boolean; row: SqlRow }> {
-    let answer: { created: boolean; row: SqlRow } | undefined;
+  ): Operation<{ created: true; id: string } | { created: false; row: SqlRow }> {
+    let answer: { created: true; id: string } | { created: false; row: SqlRow } | undefined;
     yield* insertKeyed(
       [key],
       (k) => k,
@@ -752,7 +762,7 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
         try {
           answer = {
             created: true,
-            row: (yield* insertRows(values, [index])).get(index) as SqlRow,
+            id: (yield* insertRows(values, [index])).get(index) as string,
           };
           return [];
         } catch (error) {
@@ -767,7 +777,7 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
         return [];
       },
     );
-    return answer as { created: boolean; row: SqlRow };
+    return answer as { created: true; id: string } | { created: false; row: SqlRow };
   }
 
   /**

@@ -15,9 +15,11 @@
  * `placeholders` leaves alone.
  */
 import { leaseStarts } from '../../rules/lease.js';
+import { writtenJob } from '../../rules/new-job.js';
 import type {
   AcquireRequest,
   EnqueueResult,
+  Job,
   JobCompletion,
   JobFailure,
   JobRef,
@@ -26,7 +28,7 @@ import type {
   RecoverResult,
   StepSave,
 } from '../../store.js';
-import { payloadJson, takeCheckedPayload } from '../../store-support.js';
+import { payloadJson } from '../../store-support.js';
 import {
   acquisitionOrderBy,
   type Dialect,
@@ -51,10 +53,12 @@ import {
   jobRowLayout,
   LEASE_EXPIRED_MESSAGE,
   LEASED_COLUMN_NAMES,
+  readTime,
   recoverResult,
   rowToJob,
   type SqlRow,
   storedScopeLimit,
+  writtenPayload,
 } from '../rows.js';
 import { scopeHeadIsFree } from '../scope-rule.js';
 import { driverCode } from './support.js';
@@ -547,7 +551,7 @@ export function postgresDialect({
             const job = input[i] as NewJob;
             if (job.key === null || (insertedKeys.has(job.key) && !seenKeys.has(job.key))) {
               if (job.key !== null) seenKeys.add(job.key);
-              results[i] = { job: rowToJob(insertedRow(job, rows[n++] as SqlRow)), created: true };
+              results[i] = { job: insertedJob(job, rows[n++] as SqlRow), created: true };
             } else held.push(i);
           }
           if (held.length === 0) return [];
@@ -853,45 +857,15 @@ function epochMs(column: string): string {
 }
 
 /**
- * The row of a job just inserted: what the caller sent plus what the database decided (id,
- * state, due and creation time) — reading whole rows back from a bulk insert costs more than
- * the insert. The payload goes through JSON text as it does when read back (unless it is the
- * engine's checked copy, which is exactly that already).
+ * The job just inserted: what the caller sent plus what the database decided (id, state, due
+ * and creation time) — reading whole rows back from a bulk insert costs more than the insert.
  */
-function insertedRow(job: NewJob, decided: SqlRow): SqlRow {
-  // Fields copied one by one: spreading a pg result row is ~20× slower (rows are built as
-  // dictionary-mode objects), which showed up as the top cost of bulk enqueue.
-  return {
-    id: decided.id,
-    job_key: decided.job_key,
-    state: decided.state,
-    due_at: decided.due_at,
-    created_at: decided.created_at,
-    type: job.type,
-    // The engine's checked copy is exactly what its JSON text reads back as.
-    payload: takeCheckedPayload(job.payload) ? job.payload : payloadJson(job.payload),
-    priority: job.priority,
-    retries_left: job.retries,
-    attempts: 0,
-    scope: job.scope,
-    exclusive: isLimited(job),
-    scope_limit: storedScopeLimit(job),
-    tenant_id: job.tenantId,
-    queue: job.queue,
-    last_error_message: null,
-    last_error_stack: null,
-    lock_owner: null,
-    lock_expires_at: null,
-    lock_token: null,
-    retry_policy: job.retryPolicy ? JSON.stringify(job.retryPolicy) : null,
-    suspended_from: null,
-    schedule_name: job.schedule,
-    occurrence: job.occurrence,
-    shard_index: job.shard ? job.shard.index : null,
-    shard_count: job.shard ? job.shard.count : null,
-    meta: job.meta ? { ...job.meta } : null,
-    timeout_ms: job.timeoutMs ?? null,
-    logs: null,
-    steps: null,
-  };
+function insertedJob(job: NewJob, decided: SqlRow): Job {
+  return writtenJob(job, {
+    id: String(decided.id),
+    state: decided.state === 'timer' ? 'timer' : 'async',
+    dueAt: readTime(decided.due_at),
+    createdAt: readTime(decided.created_at),
+    payload: writtenPayload(job),
+  });
 }

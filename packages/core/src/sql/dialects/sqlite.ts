@@ -38,7 +38,6 @@ import { MIGRATION_FILES } from '../migrations/index.js';
 import { enqueueRowByRow } from '../portable/enqueue-row-by-row.js';
 import {
   INSERT_JOB_COLUMNS,
-  insertedJobRow,
   type JobRowLayout,
   jobRowAt,
   LEASE_EXPIRED_MESSAGE,
@@ -334,15 +333,15 @@ export function sqliteDialect(options: SqliteDialectOptions): Dialect {
       if (marked !== 'all') yield* markStarted(rows, rule);
       return rows;
     },
-    *insertJobs(rows: readonly (readonly unknown[])[]): Operation<SqlRow[]> {
+    *insertJobs(rows: readonly (readonly unknown[])[]): Operation<string[]> {
       // Multi-row `INSERT … VALUES (…), (…)` without RETURNING (about a fifth of an insert's
       // cost), in runs of 2^k rows (at most `MAX_INSERT_ROWS`) so that a handful of prepared
       // statements serve every batch size: per row, binding its values costs less than a call
       // of its own (and far less than an INSERT … SELECT from a JSON document, which parses
-      // each row's JSON once per column). The rows returned are what was written, with ids:
-      // one statement's rows get consecutive ids (AUTOINCREMENT: each is the largest so far
-      // plus one), the last of them reported as the insert id.
-      const inserted: SqlRow[] = [];
+      // each row's JSON once per column). The ids returned are those written: one statement's
+      // rows get consecutive ids (AUTOINCREMENT: each is the largest so far plus one), the
+      // last of them reported as the insert id.
+      const inserted: string[] = [];
       let from = 0;
       while (from < rows.length) {
         let n = MAX_INSERT_ROWS;
@@ -365,20 +364,19 @@ export function sqliteDialect(options: SqliteDialectOptions): Dialect {
         }
         const outcome = yield { sql: insertRows(n, skipped), params };
         if (outcome.insertId === null) {
-          // A driver that does not report the id (TypeORM's query runner): read the rows back.
+          // A driver that does not report the id (TypeORM's query runner): read the ids back.
           const read = yield {
-            sql: `SELECT * FROM ${jobs} WHERE "id" > last_insert_rowid() - ? ORDER BY "id"`,
+            sql: `SELECT "id" FROM ${jobs} WHERE "id" > last_insert_rowid() - ? ORDER BY "id"`,
             params: [n],
           };
-          inserted.push(...read.rows);
+          for (const row of read.rows) inserted.push(String(row.id));
         } else {
           const last = BigInt(outcome.insertId);
           const exact = last <= MAX_SAFE_ID; // ids as numbers, no BigInt per row
           for (let k = 0; k < n; k++) {
-            const id = exact
-              ? String(Number(last) - (n - 1 - k))
-              : String(last - BigInt(n - 1 - k));
-            inserted.push(insertedJobRow(id, rows[from + k] as readonly unknown[]));
+            inserted.push(
+              exact ? String(Number(last) - (n - 1 - k)) : String(last - BigInt(n - 1 - k)),
+            );
           }
         }
         from += n;

@@ -4,11 +4,12 @@
  * picks it in its `ops`, giving its own inserts.
  */
 import { StoreError } from '../../errors.js';
-import type { EnqueueResult, NewJob } from '../../store.js';
+import { writtenJob } from '../../rules/new-job.js';
+import type { EnqueueResult, Job, NewJob } from '../../store.js';
 import type { OpSpec, SqlEnv } from '../dialect.js';
 import type { Operation, Query } from '../executor.js';
 import { now } from '../operations/enqueue.js';
-import { newJobValues, rowToJob, type SqlRow, type SqlValue, writtenJob } from '../rows.js';
+import { newJobValues, rowToJob, type SqlRow, type SqlValue, writtenPayload } from '../rows.js';
 import { insertKeyed } from './keyed-insert.js';
 
 /** Rows per multi-row insert: well under every driver's parameter limit (SQLite: 32,766). */
@@ -16,8 +17,11 @@ const INSERT_CHUNK = 500;
 
 /** The inserts a dialect gives `enqueueRowByRow`. */
 export interface RowInserts {
-  /** Inserts keyless job rows (`newJobValues`) in one statement where it can; returns them in input order. */
-  insertJobs(rows: readonly (readonly unknown[])[]): Operation<SqlRow[]>;
+  /**
+   * Inserts keyless job rows (`newJobValues`) in one statement where it can; returns their ids
+   * in input order (the jobs themselves are built from what was sent: `writtenJob`).
+   */
+  insertJobs(rows: readonly (readonly unknown[])[]): Operation<string[]>;
   /** Inserts one job row unless its key is taken; returns the row, or null on a key conflict. */
   insertJob(values: readonly unknown[]): Operation<SqlRow | null>;
   /**
@@ -85,14 +89,14 @@ function* insertRun(
 ): Operation<void> {
   const values: SqlValue[][] = new Array(to - from);
   for (let k = from; k < to; k++) values[k - from] = newJobValues(jobs[k] as NewJob, at, c.d);
-  const rows = yield* insertJobs(values);
-  if (rows.length !== values.length) {
+  const ids = yield* insertJobs(values);
+  if (ids.length !== values.length) {
     throw new StoreError(
-      `[${c.label}] enqueue: inserted ${values.length} jobs but read back ${rows.length}`,
+      `[${c.label}] enqueue: inserted ${values.length} jobs but read back ${ids.length}`,
     );
   }
-  for (let k = 0; k < rows.length; k++) {
-    results.push({ job: writtenJob(rows[k] as SqlRow, jobs[from + k] as NewJob), created: true });
+  for (let k = 0; k < ids.length; k++) {
+    results.push({ job: newJob(jobs[from + k] as NewJob, ids[k] as string, at), created: true });
   }
 }
 
@@ -109,7 +113,7 @@ function* enqueueKeyed(
     function* () {
       const inserted = yield* insertJob(newJobValues(job, at, c.d));
       if (inserted) {
-        result = { job: writtenJob(inserted, job), created: true };
+        result = { job: newJob(job, String(inserted.id), at), created: true };
         return [];
       }
       const holder = (yield {
@@ -124,4 +128,9 @@ function* enqueueKeyed(
     },
   );
   return result as EnqueueResult;
+}
+
+/** The job just written for `job` with `id` at `at` (the store's clock), as reading it gives it. */
+function newJob(job: NewJob, id: string, at: Date): Job {
+  return writtenJob(job, { id, createdAt: at, payload: writtenPayload(job) });
 }
