@@ -544,6 +544,39 @@ export async function singleEnqueueRates<C>(
 }
 
 /**
+ * Bulk enqueues apart from the drains: each round, every contender in turn (the order
+ * alternating) enqueues `total` jobs in batches of 1,000 into a fresh producer (`open`: a new
+ * file, schema or database), so each meets the same machine — not the wake of whichever drain
+ * ran just before it. Returns the median rate of `rounds` per contender, and every round's.
+ */
+export async function bulkEnqueueRates<C>(
+  contenders: readonly C[],
+  total: number,
+  open: (contender: C) => Promise<Producer>,
+  rounds = 5,
+): Promise<Map<C, { median: number; rates: number[] }>> {
+  const rates = new Map<C, number[]>(contenders.map((c) => [c, []]));
+  for (let r = 0; r < rounds; r++) {
+    for (const contender of r % 2 === 0 ? contenders : [...contenders].reverse()) {
+      const producer = await open(contender);
+      try {
+        const ms = await enqueueInBatches(total, (payloads) => producer.bulk(payloads));
+        rates.get(contender)?.push((total / ms) * 1000);
+      } finally {
+        await producer.close();
+      }
+    }
+  }
+  return new Map(
+    contenders.map((c) => {
+      const list = rates.get(c) ?? [];
+      const sorted = [...list].sort((a, b) => a - b);
+      return [c, { median: sorted[Math.floor((sorted.length - 1) / 2)] ?? 0, rates: list }];
+    }),
+  );
+}
+
+/**
  * Our tuned configuration's history: failures only (deadlettered and cancelled jobs are kept,
  * completed ones are not), as a throughput-minded deployment sets it (core README, Throughput).
  * Every suite's tuned contender uses it with a fixed prefetch.
@@ -815,6 +848,8 @@ export async function throughputRuns<C>(options: {
   after?(contender: C, processes: number, run: DrainResult): void;
   /** Default `THROUGHPUT_ROUNDS`. */
   rounds?: number;
+  /** False: the suite measures bulk enqueue apart (`bulkEnqueueRates`); no line from here. */
+  bulkLine?: boolean;
 }): Promise<void> {
   const { add, notes } = options.parts;
   const rounds = options.rounds ?? THROUGHPUT_ROUNDS;
@@ -856,7 +891,7 @@ export async function throughputRuns<C>(options: {
     for (const processes of [1, 2]) {
       const list = cell(contender, processes);
       const run = median(list, (r) => r.rate);
-      if (processes === 1) {
+      if (processes === 1 && options.bulkLine !== false) {
         const bulk = median(list, (r) => r.bulkRate).bulkRate;
         add('enqueue bulk, batches of 1,000 (jobs/s)', contender, bulk, 'jobs/s', true);
       }

@@ -6,7 +6,7 @@
  *   statements per job (every statement a worker ran, counted at better-sqlite3) and peak RSS;
  * - pickup latency: jobs enqueued one at a time at 50/s from this process (another connection),
  *   one worker process per contender, all at once; enqueue-call start → handler start;
- * - single enqueue;
+ * - single enqueue; bulk enqueue apart from the drains (every contender in turn, fresh files);
  * - enqueue floor: better-sqlite3 alone on each library's table, no library code
  *   (`sqlite-floor.ts`);
  * - backlog series (ours, default configuration): 10k, 100k and 1M jobs on a fresh file.
@@ -29,6 +29,7 @@ import {
   type BenchOptions,
   type BenchReport,
   backlogSeries,
+  bulkEnqueueRates,
   type DrainResult,
   drainWithWorkers,
   enqueueInBatches,
@@ -309,6 +310,20 @@ export async function runSqliteBench(options: Partial<BenchOptions> = {}): Promi
     }
     producers.clear();
 
+    console.log('[bench] sqlite: bulk enqueue (contenders in turn, fresh files) ...');
+    const bulkRates = await bulkEnqueueRates(
+      CONTENDERS,
+      total,
+      (c) => openProducer(c, fresh()),
+      quick ? 3 : 5,
+    );
+    for (const [c, { median, rates }] of bulkRates) {
+      add('enqueue bulk, batches of 1,000 (jobs/s)', c, median, 'jobs/s', true);
+      notes.push(
+        `${NAMES[c]} bulk enqueue: median of ${rates.length} rounds; rounds ran ${rates.map((r) => Math.round(r).toLocaleString('en-US')).join(' / ')} jobs/s`,
+      );
+    }
+
     console.log("[bench] sqlite: enqueue floor (the database alone, each library's table) ...");
     const floor = await enqueueFloor(fresh, {
       bulkRows: total,
@@ -344,6 +359,8 @@ export async function runSqliteBench(options: Partial<BenchOptions> = {}): Promi
       commands: () => ['statements per job (1 proc)', 'stmt'],
       rounds: quick ? 1 : undefined,
       parts,
+      // Measured above, apart from the drains.
+      bulkLine: false,
     });
 
     console.log('[bench] sqlite: due-time lateness ...');
