@@ -135,9 +135,16 @@ export function batchHandlersGroup(h: Harness): void {
 
   it('a thrown error fails every job of the batch, each under its own retry rule', async () => {
     const store = await h.open();
-    const { engine, calls, settled } = await batchEngine(h, store, { size: 10, waitMs: 50 }, () => {
-      throw new Error('bulk endpoint down');
-    });
+    // Size 2: the call waits for both jobs, however long the start mark of the retries: 0 one
+    // takes (a store round trip before it may start; 50 ms were too few on a loaded machine).
+    const { engine, calls, settled } = await batchEngine(
+      h,
+      store,
+      { size: 2, waitMs: 5_000 },
+      () => {
+        throw new Error('bulk endpoint down');
+      },
+    );
     const [again, last] = await engine.enqueueMany([
       { type: 'index', payload: {}, options: { retries: 1 } },
       { type: 'index', payload: {}, options: { retries: 0 } },
