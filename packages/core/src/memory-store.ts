@@ -1031,7 +1031,6 @@ export class MemoryJobStore implements JobStore {
   }
 
   private insertJobs(jobs: readonly NewJob[], now: Date): EnqueueResult[] {
-    const nowMs = now.getTime();
     return jobs.map((input) => {
       const due = dueTime(input, now);
       if (input.key !== null) {
@@ -1074,7 +1073,7 @@ export class MemoryJobStore implements JobStore {
       const seq = this.nextSeq++;
       const job = writtenJob(input, {
         id: String(seq),
-        createdAt: new Date(nowMs),
+        createdAt: now,
         dueAt: due,
         payload: cloneJson(input.payload),
       });

@@ -44,7 +44,8 @@ export function writtenJob(input: NewJob, facts: WrittenJobFacts): Job {
     tenantId: input.tenantId,
     queue: input.queue,
     lastError: null,
-    createdAt: facts.createdAt,
+    // Its own Date: the jobs of one batch share a write time, never the object.
+    createdAt: new Date(facts.createdAt.getTime()),
     lockOwner: null,
     lockExpiresAt: null,
     lockToken: null,
