@@ -1075,7 +1075,6 @@ export class MemoryJobStore implements JobStore {
         id: String(seq),
         createdAt: now,
         dueAt: due,
-        payload: cloneJson(input.payload),
       });
       this.jobs.set(seq, { seq, job });
       if (input.key !== null) this.keys.set(input.key, seq);

@@ -21,6 +21,7 @@
  * A finished job's row is deleted.
  */
 import { dueTime } from '../rules/due.js';
+import { type WrittenJobFacts, writtenJob } from '../rules/new-job.js';
 import { payloadJson, readLogs, readSteps, takeCheckedPayload } from '../store-support.js';
 
 // The rules the row mapping and the operations use, where the SQL core's code imports them.
@@ -157,12 +158,18 @@ export function jobRowAt(
 }
 
 /**
- * The payload of a job this enqueue wrote for `job`, as reading it back gives it: the engine's
- * checked copy itself (exactly what the JSON text written reads back as), else a copy made
- * through that text. For `writtenJob` (`rules/new-job.ts`), which builds the rest.
+ * The job an enqueue just inserted for `job` (`writtenJob`, given what the store decided): its
+ * payload is the engine's checked copy itself when it is one (exactly what the JSON text
+ * written reads back as), else a copy made through that text. Every SQL store's enqueue.
  */
-export function writtenPayload(job: NewJob): unknown {
-  return takeCheckedPayload(job.payload) ? job.payload : JSON.parse(payloadJson(job.payload));
+export function insertedJob(job: NewJob, facts: Omit<WrittenJobFacts, 'payload'>): Job {
+  return writtenJob(job, {
+    id: facts.id,
+    createdAt: facts.createdAt,
+    dueAt: facts.dueAt,
+    state: facts.state,
+    payload: takeCheckedPayload(job.payload) ? job.payload : JSON.parse(payloadJson(job.payload)),
+  });
 }
 
 /**

@@ -17,7 +17,6 @@
  */
 import { StoreError } from '../../errors.js';
 import { leaseStarts } from '../../rules/lease.js';
-import { writtenJob } from '../../rules/new-job.js';
 import type {
   AcquireRequest,
   EnqueueResult,
@@ -57,13 +56,13 @@ import {
 } from '../portable/lock-then-write.js';
 import {
   INSERT_JOB_COLUMNS,
+  insertedJob,
   newJobValues,
   readBool,
   readTime,
   rowToJob,
   type SqlRow,
   type SqlValue,
-  writtenPayload,
 } from '../rows.js';
 import { candidateWhere, scopeHeadIsFree } from '../scope-rule.js';
 import { waiterPrefix } from '../wake-waiter.js';
@@ -545,10 +544,8 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
         }
       }
       if (notify && inserted.size > 0) yield notify;
-      const written = (index: number, id: string): Job => {
-        const job = newJobs[index] as NewJob;
-        return writtenJob(job, { id, createdAt: now, payload: writtenPayload(job) });
-      };
+      const written = (index: number, id: string): Job =>
+        insertedJob(newJobs[index] as NewJob, { id, createdAt: now });
       return newJobs.map((job, index) => {
         const mine = inserted.get(index);
         if (mine !== undefined) return { job: written(index, mine), created: true };

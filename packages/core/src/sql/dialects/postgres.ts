@@ -15,7 +15,6 @@
  * `placeholders` leaves alone.
  */
 import { leaseStarts } from '../../rules/lease.js';
-import { writtenJob } from '../../rules/new-job.js';
 import type {
   AcquireRequest,
   EnqueueResult,
@@ -48,6 +47,7 @@ import { MIGRATION_FILES } from '../migrations/index.js';
 import { insertKeyed } from '../portable/keyed-insert.js';
 import {
   INSERT_JOB_COLUMNS,
+  insertedJob,
   isLimited,
   jobRowAt,
   jobRowLayout,
@@ -58,7 +58,6 @@ import {
   rowToJob,
   type SqlRow,
   storedScopeLimit,
-  writtenPayload,
 } from '../rows.js';
 import { scopeHeadIsFree } from '../scope-rule.js';
 import { driverCode } from './support.js';
@@ -551,7 +550,7 @@ export function postgresDialect({
             const job = input[i] as NewJob;
             if (job.key === null || (insertedKeys.has(job.key) && !seenKeys.has(job.key))) {
               if (job.key !== null) seenKeys.add(job.key);
-              results[i] = { job: insertedJob(job, rows[n++] as SqlRow), created: true };
+              results[i] = { job: decidedJob(job, rows[n++] as SqlRow), created: true };
             } else held.push(i);
           }
           if (held.length === 0) return [];
@@ -860,12 +859,11 @@ function epochMs(column: string): string {
  * The job just inserted: what the caller sent plus what the database decided (id, state, due
  * and creation time) — reading whole rows back from a bulk insert costs more than the insert.
  */
-function insertedJob(job: NewJob, decided: SqlRow): Job {
-  return writtenJob(job, {
+function decidedJob(job: NewJob, decided: SqlRow): Job {
+  return insertedJob(job, {
     id: String(decided.id),
     state: decided.state === 'timer' ? 'timer' : 'async',
     dueAt: readTime(decided.due_at),
     createdAt: readTime(decided.created_at),
-    payload: writtenPayload(job),
   });
 }

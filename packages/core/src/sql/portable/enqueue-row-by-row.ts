@@ -4,12 +4,11 @@
  * picks it in its `ops`, giving its own inserts.
  */
 import { StoreError } from '../../errors.js';
-import { writtenJob } from '../../rules/new-job.js';
-import type { EnqueueResult, Job, NewJob } from '../../store.js';
+import type { EnqueueResult, NewJob } from '../../store.js';
 import type { OpSpec, SqlEnv } from '../dialect.js';
 import type { Operation, Query } from '../executor.js';
 import { now } from '../operations/enqueue.js';
-import { newJobValues, rowToJob, type SqlRow, type SqlValue, writtenPayload } from '../rows.js';
+import { insertedJob, newJobValues, rowToJob, type SqlRow, type SqlValue } from '../rows.js';
 import { insertKeyed } from './keyed-insert.js';
 
 /** Rows per multi-row insert: well under every driver's parameter limit (SQLite: 32,766). */
@@ -19,7 +18,7 @@ const INSERT_CHUNK = 500;
 export interface RowInserts {
   /**
    * Inserts keyless job rows (`newJobValues`) in one statement where it can; returns their ids
-   * in input order (the jobs themselves are built from what was sent: `writtenJob`).
+   * in input order (the jobs themselves are built from what was sent: `insertedJob`).
    */
   insertJobs(rows: readonly (readonly unknown[])[]): Operation<string[]>;
   /** Inserts one job row unless its key is taken; returns the row, or null on a key conflict. */
@@ -96,7 +95,10 @@ function* insertRun(
     );
   }
   for (let k = 0; k < ids.length; k++) {
-    results.push({ job: newJob(jobs[from + k] as NewJob, ids[k] as string, at), created: true });
+    results.push({
+      job: insertedJob(jobs[from + k] as NewJob, { id: ids[k] as string, createdAt: at }),
+      created: true,
+    });
   }
 }
 
@@ -113,7 +115,10 @@ function* enqueueKeyed(
     function* () {
       const inserted = yield* insertJob(newJobValues(job, at, c.d));
       if (inserted) {
-        result = { job: newJob(job, String(inserted.id), at), created: true };
+        result = {
+          job: insertedJob(job, { id: String(inserted.id), createdAt: at }),
+          created: true,
+        };
         return [];
       }
       const holder = (yield {
@@ -128,9 +133,4 @@ function* enqueueKeyed(
     },
   );
   return result as EnqueueResult;
-}
-
-/** The job just written for `job` with `id` at `at` (the store's clock), as reading it gives it. */
-function newJob(job: NewJob, id: string, at: Date): Job {
-  return writtenJob(job, { id, createdAt: at, payload: writtenPayload(job) });
 }
