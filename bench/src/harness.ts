@@ -543,6 +543,12 @@ export async function singleEnqueueRates<C>(
   return new Map(contenders.map((c) => [c, (total / (ms.get(c) ?? 1)) * 1000]));
 }
 
+/** The middle value of an odd count (the lower middle of an even one); 0 for none. */
+export function medianOf(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor((sorted.length - 1) / 2)] ?? 0;
+}
+
 /**
  * Bulk enqueues apart from the drains: each round, every contender in turn (the order
  * alternating) enqueues `total` jobs in batches of 1,000 into a fresh producer (`open`: a new
@@ -570,8 +576,7 @@ export async function bulkEnqueueRates<C>(
   return new Map(
     contenders.map((c) => {
       const list = rates.get(c) ?? [];
-      const sorted = [...list].sort((a, b) => a - b);
-      return [c, { median: sorted[Math.floor((sorted.length - 1) / 2)] ?? 0, rates: list }];
+      return [c, { median: medianOf(list), rates: list }];
     }),
   );
 }

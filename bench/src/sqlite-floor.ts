@@ -16,6 +16,7 @@ import { silentLogger } from '@jobs/core';
 import { SqliteJobStore } from '@jobs/sqlite';
 import Database from 'better-sqlite3';
 import { better, defineQueue } from 'plainjob';
+import { medianOf } from './harness.js';
 
 /** The schemas measured: ours as migrated, ours without the due index, plainjob's. */
 export type FloorSchema = 'ours' | 'ours-no-due-index' | 'plainjob';
@@ -89,11 +90,10 @@ export async function enqueueFloor(
       single.get(schema)?.push(await singleRate(schema, file(), options.singleRows));
     }
   }
-  const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1] ?? 0;
   return new Map(
     schemas.map((s) => [
       s,
-      { bulk: median(bulk.get(s) ?? []), single: median(single.get(s) ?? []) },
+      { bulk: medianOf(bulk.get(s) ?? []), single: medianOf(single.get(s) ?? []) },
     ]),
   );
 }
