@@ -11,6 +11,7 @@ export * from './dialects/mysql.js';
 export * from './dialects/postgres.js';
 export * from './dialects/sqlite.js';
 export { driverCode, driverErrno } from './dialects/support.js';
+export * from './dialects/walk-resume.js';
 export * from './executor.js';
 export * from './listen-loop.js';
 export * from './lock-retries.js';

@@ -14,6 +14,7 @@
  * The statements of the members below are written with `$n` parameters (no `?`), which
  * `placeholders` leaves alone.
  */
+import { monotonicNow } from '../../clock.js';
 import { leaseStarts } from '../../rules/lease.js';
 import type {
   AcquireRequest,
@@ -61,6 +62,7 @@ import {
 } from '../rows.js';
 import { scopeHeadIsFree } from '../scope-rule.js';
 import { driverCode } from './support.js';
+import { type ResumePoint, WalkResume } from './walk-resume.js';
 
 export interface PostgresDialectOptions {
   /** Prefix of the store's table names. */
@@ -241,12 +243,38 @@ export function postgresDialect({
    * order (priority first) holds across both. Exclusive rows of busy scopes are skipped by the
    * walk; a stale snapshot at worst leaves a free scope for the next call.
    */
-  const fast = `picked AS (
-    ${walk(`j.id, ${EXCLUSIVE} AS excl`, '$2', matches())} FOR UPDATE OF j SKIP LOCKED),
+  const fast = (resumeAt = 0): string => `${resumeAt ? pickedResumed(resumeAt) : pickedFromHead},
   flag AS (SELECT coalesce(bool_or(picked.excl), false) AS needs_exclusive FROM picked),
   ${lease('NOT (SELECT needs_exclusive FROM flag)')}`;
-  const acquireFast = `WITH ${fast}
+  const PICKED_COLUMNS = `j.id, ${EXCLUSIVE} AS excl`;
+  const pickedFromHead = `picked AS (
+    ${walk(PICKED_COLUMNS, '$2', matches())} FOR UPDATE OF j SKIP LOCKED)`;
+  /**
+   * A walk resumed after the last job leased (\`walk-resume.ts\`), $at its priority and $at+1
+   * its due time (epoch ms), in acquisition order: the rows of higher priorities (\`ahead\`,
+   * from the head of theirs), those of its priority from its due time on (\`resumed\`: priority
+   * and due time are index conditions of \`jobs_acquire\`, so the walk starts there), then the
+   * lower priorities (\`below\`). Only a row of the same priority due before the point waits
+   * for the next walk from the head.
+   */
+  const pickedResumed = (at: number): string => {
+    const arm = (name: string, taken: string[], where: string): string => {
+      const limit = taken.length
+        ? `($2::int - ${taken.map((t) => `(SELECT count(*)::int FROM ${t})`).join(' - ')})`
+        : '$2';
+      return `${name} AS (
+    ${walk(PICKED_COLUMNS, limit, `${matches()} AND ${where}`)} FOR UPDATE OF j SKIP LOCKED)`;
+    };
+    return `${arm('ahead', [], `j.priority > $${at}::int`)},
+  ${arm('resumed', ['ahead'], `j.priority = $${at}::int AND j.due_at >= to_timestamp($${at + 1}::float8 / 1000)`)},
+  ${arm('below', ['ahead', 'resumed'], `j.priority < $${at}::int`)},
+  picked AS (SELECT id, excl FROM ahead UNION ALL SELECT id, excl FROM resumed
+    UNION ALL SELECT id, excl FROM below)`;
+  };
+  const acquireFast = (resumeAt = 0): string => `WITH ${fast(resumeAt)}
   SELECT flag.needs_exclusive, acq.* FROM flag LEFT JOIN acq ON true`;
+  const acquireFromHead = acquireFast();
+  const acquireResumed = acquireFast(10);
   /**
    * History records of the rows `done` deleted (all their columns), each with its result and
    * duration from the parameter arrays `$ids`, `$results`, `$durations`.
@@ -257,7 +285,7 @@ export function postgresDialect({
       AS r(id, result, duration_ms) ON r.id = done.id)`;
   // $10 ids, $11 tokens of finished jobs, deleted by the same statement; with history, $12
   // results and $13 durations of their records.
-  const completeAndAcquireFast = (history: boolean): string => `WITH done AS (
+  const completeAndAcquireFast = (history: boolean, resumeAt = 0): string => `WITH done AS (
     DELETE FROM ${jobs} j USING unnest($10::bigint[], $11::text[]) AS d(id, token)
     WHERE j.id = d.id AND j.lock_token = d.token AND ${HELD}
       AND NOT j.cancel_requested
@@ -267,7 +295,7 @@ export function postgresDialect({
   ${recordDone('$10', '$12', '$13')},`
         : ''
     }
-  ${fast}
+  ${fast(resumeAt)}
   SELECT flag.needs_exclusive, acq.*,
     -- The ids NOT deleted (usually none: null), repeated on every row.
     (SELECT array_agg(d.id::text) FROM unnest($10::bigint[]) AS d(id)
@@ -288,6 +316,24 @@ export function postgresDialect({
     ${walk('j.id', '$2', matches(), 'j.scope = ANY($10::text[]) AND ')} FOR UPDATE OF j SKIP LOCKED),
   ${lease()}
   SELECT * FROM acq`;
+  /** Where this store's walks resume (\`walk-resume.ts\`). */
+  const walks = new WalkResume();
+  const resumeParams = (from: ResumePoint | null): unknown[] =>
+    from ? [from.priority, from.dueMs] : [];
+  /** Notes what a walk cost and where it ended; gives back its leased rows. */
+  const walked = (
+    request: AcquireRequest,
+    from: ResumePoint | null,
+    ms: number,
+    jobs: SqlRow[],
+  ): SqlRow[] => {
+    if (jobs[0]?.needs_exclusive !== true) {
+      const key = WalkResume.keyOf(request);
+      if (from) walks.walkedOn(key, ms, jobs);
+      else walks.walkedHead(key, ms, jobs, request.limit);
+    }
+    return jobs;
+  };
   /** $8 and $9 of `lease` (see `leaseStarts`): recorded unconditionally, with retries left. */
   const startRanks = (request: AcquireRequest): [number, number] => {
     const { always, withRetriesLeft } = leaseStarts(request, request.limit);
@@ -488,9 +534,15 @@ export function postgresDialect({
   // ---- the hot path: the statements `ops` runs ----
   const own = {
     *acquire(request: AcquireRequest, token: string): Operation<SqlRow[]> {
-      const params = acquireParams(request, token);
-      const rows = (yield { sql: acquireFast, params, arrayRows: true }).rows;
-      return leased(rows, { owner: request.owner, token });
+      const from = walks.from(WalkResume.keyOf(request));
+      const sentAt = monotonicNow();
+      const rows = (yield {
+        sql: from ? acquireResumed : acquireFromHead,
+        params: [...acquireParams(request, token), ...resumeParams(from)],
+        arrayRows: true,
+      }).rows;
+      const jobs = leased(rows, { owner: request.owner, token });
+      return walked(request, from, monotonicNow() - sentAt, jobs);
     },
     *completeAndAcquire(
       done: readonly JobCompletion[],
@@ -499,19 +551,27 @@ export function postgresDialect({
       history: boolean,
     ): Operation<{ completed: string[]; rows: SqlRow[] }> {
       const doneIds = done.map((ref) => ref.id);
+      const from = walks.from(WalkResume.keyOf(request));
+      const sentAt = monotonicNow();
       const rows = (yield {
-        sql: completeAndAcquireFast(history),
+        sql: from
+          ? completeAndAcquireFast(history, history ? 14 : 12)
+          : completeAndAcquireFast(history),
         params: [
           ...acquireParams(request, token),
           arrayText(doneIds),
           arrayText(done.map((ref) => ref.token)),
           ...(history ? recordArrays(done) : []),
+          ...resumeParams(from),
         ],
         arrayRows: true,
       }).rows;
       const lost = new Set(lostIds(rows));
       const jobs = leased(rows, { owner: request.owner, token });
-      return { completed: doneIds.filter((id) => !lost.has(id)), rows: jobs };
+      return {
+        completed: doneIds.filter((id) => !lost.has(id)),
+        rows: walked(request, from, monotonicNow() - sentAt, jobs),
+      };
     },
     *acquireLimited(request: AcquireRequest, token: string): Operation<SqlRow[]> {
       const locked = (yield {
