@@ -16,7 +16,17 @@ import { type AcquireRequest, refOf } from '@jobs/core';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresJobStore } from '../src/index.js';
-import { dropSchema, newJob, openStore, PG_URL, randomSchema, reachable, sql } from './helpers.js';
+import {
+  dropSchema,
+  newJob,
+  openStore,
+  PG_URL,
+  randomSchema,
+  reachable,
+  recordStatements,
+  type SentStatement,
+  sql,
+} from './helpers.js';
 
 const ROWS = 20_000;
 const BATCH = 450;
@@ -72,20 +82,14 @@ describe.skipIf(!reachable)('@jobs/postgres on a large analysed table', () => {
   const schema = randomSchema('analysed');
   let store: PostgresJobStore;
   /** The statements the store sent, as pg got them. */
-  const sent: { text: string; values: unknown[] }[] = [];
+  let recorded: ReturnType<typeof recordStatements>;
+  const sent = (): SentStatement[] => recorded.sent;
   let pool: pg.Pool;
-  const originalQuery = pg.Client.prototype.query;
 
   beforeAll(async () => {
     pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
     // Every client's statements (the store's pool, and its heartbeat pool for renewals).
-    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-      const config = args[0] as { text?: string; values?: unknown[] } | string;
-      if (typeof config === 'object' && config?.text) {
-        sent.push({ text: config.text, values: config.values ?? [] });
-      }
-      return (originalQuery as (...a: unknown[]) => unknown).apply(this, args);
-    } as typeof pg.Client.prototype.query;
+    recorded = recordStatements();
     await openStore(schema).migrate();
     store = new PostgresJobStore({ pool, schema });
     await sql(
@@ -97,7 +101,7 @@ describe.skipIf(!reachable)('@jobs/postgres on a large analysed table', () => {
   });
 
   afterAll(async () => {
-    pg.Client.prototype.query = originalQuery;
+    recorded?.restore();
     await store?.close();
     await pool?.end();
     await dropSchema(schema);
@@ -114,7 +118,7 @@ describe.skipIf(!reachable)('@jobs/postgres on a large analysed table', () => {
     };
     const jobs = await store.acquire(request);
     expect(jobs).toHaveLength(BATCH);
-    const lease = sent.find((s) => /UPDATE [^;]*jobs" j\s+SET state = 'running'/.test(s.text));
+    const lease = sent().find((s) => /UPDATE [^;]*jobs" j\s+SET state = 'running'/.test(s.text));
     if (!lease) throw new Error('no lease statement was sent');
 
     const [custom, generic] = await plans(lease);
@@ -138,10 +142,12 @@ describe.skipIf(!reachable)('@jobs/postgres on a large analysed table', () => {
     // Renewing the whole batch: the planner read `lock_owner = $1` of the prepared statement
     // as about one row and compared every running row with every ref (a nested loop re-reading
     // the refs for each row: 500 × 500). No nested loop may read the refs as its inner side.
-    const sentBefore = sent.length;
+    const sentBefore = sent().length;
     const renewed = await store.renewLeases('plans', 30_000, jobs.map(refOf));
     expect(renewed.lost).toEqual([]);
-    const renewal = sent.slice(sentBefore).find((s) => /SET lock_expires_at/.test(s.text));
+    const renewal = sent()
+      .slice(sentBefore)
+      .find((s) => /SET lock_expires_at/.test(s.text));
     if (!renewal) throw new Error('no renewal statement was sent');
     for (const [which, plan] of (await plans(renewal)).map(
       (p, i) => [i ? 'generic' : 'with the refs', p] as const,
@@ -154,9 +160,9 @@ describe.skipIf(!reachable)('@jobs/postgres on a large analysed table', () => {
       }
     }
     // Completing it: the same holds for the completion (a DELETE joined to the refs).
-    const sentBeforeComplete = sent.length;
+    const sentBeforeComplete = sent().length;
     await store.complete(jobs.map(refOf));
-    const completion = sent
+    const completion = sent()
       .slice(sentBeforeComplete)
       .find((s) => /DELETE FROM [^;]*jobs" j/.test(s.text));
     if (!completion) throw new Error('no completion statement was sent');

@@ -120,3 +120,31 @@ export function prefixedStore(schema: string, prefix: string): SqlJobStore {
     },
   });
 }
+
+/** A statement a `pg` client sent: its text and parameters. */
+export interface SentStatement {
+  text: string;
+  values: unknown[];
+}
+
+/**
+ * Records the statements every `pg` client sends (a store's pool, its heartbeat and listen
+ * connections alike) into `sent`, until `restore()`.
+ */
+export function recordStatements(): { sent: SentStatement[]; restore: () => void } {
+  const sent: SentStatement[] = [];
+  const originalQuery = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const config = args[0] as { text?: string; values?: unknown[] } | string;
+    if (typeof config === 'object' && config?.text) {
+      sent.push({ text: config.text, values: config.values ?? [] });
+    }
+    return (originalQuery as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof pg.Client.prototype.query;
+  return {
+    sent,
+    restore: () => {
+      pg.Client.prototype.query = originalQuery;
+    },
+  };
+}

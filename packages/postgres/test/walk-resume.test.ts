@@ -6,37 +6,37 @@
  */
 import { type AcquireRequest, type Job, JobEngine, refOf, silentLogger } from '@jobs/core';
 import { walkResumeTuning } from '@jobs/core/sql';
-import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { PostgresJobStore } from '../src/index.js';
-import { dropSchema, newJob, openStore, randomSchema, reachable, sql } from './helpers.js';
+import {
+  dropSchema,
+  newJob,
+  openStore,
+  randomSchema,
+  reachable,
+  recordStatements,
+  sql,
+} from './helpers.js';
 
 /** A resumed walk's own condition, as the statements carry it. */
 const RESUMED = /j\.priority = \$(\d+)::int\s+AND j\.due_at >= to_timestamp/;
 
 describe.skipIf(!reachable)('@jobs/postgres: acquisition walks resumed after the last job', () => {
   const tuning = { ...walkResumeTuning };
-  const sent: { text: string; values: unknown[] }[] = [];
-  const originalQuery = pg.Client.prototype.query;
+  let recorded: ReturnType<typeof recordStatements>;
   let schema: string;
   let store: PostgresJobStore;
 
   beforeAll(() => {
-    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-      const config = args[0] as { text?: string; values?: unknown[] } | string;
-      if (typeof config === 'object' && config?.text) {
-        sent.push({ text: config.text, values: config.values ?? [] });
-      }
-      return (originalQuery as (...a: unknown[]) => unknown).apply(this, args);
-    } as typeof pg.Client.prototype.query;
+    recorded = recordStatements();
   });
 
   afterAll(() => {
-    pg.Client.prototype.query = originalQuery;
+    recorded.restore();
   });
 
   beforeEach(async () => {
-    // Every full batch resumes; the head is walked again only when a resumed walk comes up short.
+    // Every full batch resumes, and no walk goes back to the head within a test unless it asks.
     Object.assign(walkResumeTuning, {
       slowHeadMs: 0,
       minResumeBatch: 1,
@@ -47,7 +47,7 @@ describe.skipIf(!reachable)('@jobs/postgres: acquisition walks resumed after the
     schema = randomSchema('resume');
     store = openStore(schema);
     await store.migrate();
-    sent.length = 0;
+    recorded.sent.length = 0;
   });
 
   afterEach(async () => {
@@ -64,7 +64,7 @@ describe.skipIf(!reachable)('@jobs/postgres: acquisition walks resumed after the
     queues: null,
     tenants: null,
   });
-  const resumedSent = () => sent.filter((s) => RESUMED.test(s.text));
+  const resumedSent = () => recorded.sent.filter((s) => RESUMED.test(s.text));
   /** The ids of a batch, sorted: which jobs, not the order a statement returned them in. */
   const idsOf = (jobs: readonly Job[]): string[] => jobs.map((j) => j.id).sort();
 
@@ -166,7 +166,7 @@ describe.skipIf(!reachable)('@jobs/postgres: acquisition walks resumed after the
         }),
     );
     await store.enqueue(Array.from({ length: 1_500 }, (_, i) => newJob('w', { priority: i % 3 })));
-    sent.length = 0;
+    recorded.sent.length = 0;
     try {
       await Promise.all(engines.map((e) => e.start()));
       const started = Date.now();
