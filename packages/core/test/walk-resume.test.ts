@@ -5,17 +5,20 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { AcquireRequest } from '../src/index.js';
-import { WalkResume } from '../src/sql/index.js';
+import { type ResumedNotice, WalkResume } from '../src/sql/index.js';
 
 const KEY = 'engine-1';
 /** Leased rows as the dialect reads them: priority, and due time in epoch ms. */
 const rows = (n: number, priority = 0, firstDue = 1_000): { priority: number; due_at: number }[] =>
   Array.from({ length: n }, (_, i) => ({ priority, due_at: firstDue + i }));
 
-function walks(): { resume: WalkResume; advance: (ms: number) => void } {
+function walks(onResumed: ResumedNotice | null = null): {
+  resume: WalkResume;
+  advance: (ms: number) => void;
+} {
   let now = 0;
   return {
-    resume: new WalkResume(() => now),
+    resume: new WalkResume(() => now, onResumed),
     advance: (ms) => {
       now += ms;
     },
@@ -78,6 +81,25 @@ describe('WalkResume', () => {
     expect(resume.from(KEY)).toEqual({ priority: 0, dueMs: 3_019 });
     resume.walkedHead(KEY, 10, rows(20, 0, 4_000), 200); // quick again: from the head
     expect(resume.from(KEY)).toBeNull();
+  });
+
+  it('tells the store when a resumed walk paid, at most every 10 minutes', () => {
+    const notices: unknown[] = [];
+    const { resume, advance } = walks((head, resumed) => notices.push({ head, resumed }));
+    resume.walkedHead(KEY, 100, rows(500), 500);
+    resume.walkedOn(KEY, 80, rows(500)); // does not pay: nothing said
+    expect(notices).toEqual([]);
+    resume.walkedHead(KEY, 100, rows(500), 500);
+    resume.walkedOn(KEY, 10, rows(400));
+    expect(notices).toEqual([{ head: { ms: 100, jobs: 500 }, resumed: { ms: 10, jobs: 400 } }]);
+    resume.walkedOn(KEY, 10, rows(400));
+    advance(599_999);
+    resume.walkedHead(KEY, 100, rows(500), 500);
+    resume.walkedOn(KEY, 10, rows(400));
+    expect(notices).toHaveLength(1);
+    advance(1);
+    resume.walkedOn(KEY, 10, rows(400));
+    expect(notices).toHaveLength(2);
   });
 
   it('walks of different engines and filters are apart', () => {

@@ -75,7 +75,10 @@ export interface PostgresJobStoreOptions extends NetworkTimeoutOptions {
    * heard). Default: the pool's connection settings.
    */
   listenConnectionString?: string;
-  /** Where the store's warnings go (a listener that hears nothing…). Default `console.warn`. */
+  /**
+   * Where the store's warnings go (a listener that hears nothing, acquisitions slowed by a long
+   * transaction…). Default `console.warn`.
+   */
   onWarning?: (message: string) => void;
   /**
    * Whom an enqueue wakes. `'targeted'` (default): for each (type, queue, tenant) of the jobs, a
@@ -203,7 +206,12 @@ export class PostgresJobStore extends NotifyingSqlJobStore {
       );
     }
     const targets = new WakeTargets(channel);
-    const dialect = postgresDialect({ tablePrefix: '', schema, notifyChannel: channel });
+    const dialect = postgresDialect({
+      tablePrefix: '',
+      schema,
+      notifyChannel: channel,
+      onSlowWalks: warn,
+    });
     super({
       label: '@jobs/postgres',
       name: 'postgres',

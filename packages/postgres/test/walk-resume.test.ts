@@ -26,6 +26,7 @@ describe.skipIf(!reachable)('@jobs/postgres: acquisition walks resumed after the
   let recorded: ReturnType<typeof recordStatements>;
   let schema: string;
   let store: PostgresJobStore;
+  let warnings: string[];
 
   beforeAll(() => {
     recorded = recordStatements();
@@ -45,7 +46,8 @@ describe.skipIf(!reachable)('@jobs/postgres: acquisition walks resumed after the
       resumedCostAtMost: Number.POSITIVE_INFINITY,
     });
     schema = randomSchema('resume');
-    store = openStore(schema);
+    warnings = [];
+    store = openStore(schema, { onWarning: (message) => warnings.push(message) });
     await store.migrate();
     recorded.sent.length = 0;
   });
@@ -103,6 +105,9 @@ describe.skipIf(!reachable)('@jobs/postgres: acquisition walks resumed after the
 
     const all = [first, second, third, fourth, fifth].flatMap((batch) => batch.map((j) => j.id));
     expect(new Set(all).size).toBe(33);
+    // The operator hears of it once (at most every 10 minutes), with what to look for.
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/acquisitions now resume their walks.*pg_stat_activity/);
   });
 
   it('its plan starts the walk at the point: priority and due time are index conditions of jobs_acquire', async () => {

@@ -81,6 +81,11 @@ export interface PostgresDialectOptions {
    * 13) notifies. Default `<schema or public>_<prefix>jobs`, both stores' default.
    */
   notifyChannel?: string;
+  /**
+   * Told (at most every 10 minutes) when acquisitions resume a slow walk after the last job
+   * leased (\`walk-resume.ts\`): a sign that something holds back vacuum.
+   */
+  onSlowWalks?: (message: string) => void;
 }
 
 const quote = (identifier: string): string => `"${identifier}"`;
@@ -131,6 +136,7 @@ export function postgresDialect({
   schema,
   adoptSearchPath,
   notifyChannel,
+  onSlowWalks,
 }: PostgresDialectOptions): Dialect {
   const qualifier = schema ? `${quote(schema)}.` : '';
   const table = (name: TableName): string =>
@@ -317,7 +323,15 @@ export function postgresDialect({
   ${lease()}
   SELECT * FROM acq`;
   /** Where this store's walks resume (\`walk-resume.ts\`). */
-  const walks = new WalkResume();
+  const walks = new WalkResume(
+    monotonicNow,
+    onSlowWalks
+      ? (head, resumed) =>
+          onSlowWalks(
+            `[@jobs/postgres] walking the acquisition index of ${jobs} from its head took ${Math.round(head.ms)} ms for ${head.jobs} jobs, and ${Math.round(resumed.ms)} ms for ${resumed.jobs} resumed after the last job leased: acquisitions now resume their walks, and walk from the head every few seconds. Dead row versions that vacuum cannot remove do this, most often a transaction left open (an idle BEGIN, a long REPEATABLE READ report): look for an old xact_start in pg_stat_activity. See "Long transactions" in the deployment guide.`,
+          )
+      : null,
+  );
   const resumeParams = (from: ResumePoint | null): unknown[] =>
     from ? [from.priority, from.dueMs] : [];
   /** Notes what a walk cost and where it ended; gives back its leased rows. */

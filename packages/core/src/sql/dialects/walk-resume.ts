@@ -45,6 +45,8 @@ export const walkResumeTuning = {
   /** A resumed walk goes on while it costs at most this share per job of the walk from the head. */
   resumedCostAtMost: 0.5,
 };
+/** The least time between two `onResumed` calls of one store. */
+export const RESUMED_NOTICE_EVERY_MS = 10 * 60_000;
 /** Walks remembered per store: one per engine and filter. */
 const MAX_WALKS = 64;
 
@@ -62,11 +64,24 @@ interface Walk {
   from: ResumePoint | null;
 }
 
+/**
+ * What a store hears when a resumed walk has paid (at most every `RESUMED_NOTICE_EVERY_MS`): the
+ * last walk from the head, its ms and jobs, and the resumed one's.
+ */
+export type ResumedNotice = (
+  head: { ms: number; jobs: number },
+  resumed: { ms: number; jobs: number },
+) => void;
+
 /** The walks of one store (see the file comment). `now` is injectable for tests. */
 export class WalkResume {
   private readonly walks = new Map<string, Walk>();
+  private noticedAt: number | null = null;
 
-  constructor(private readonly now: () => number = monotonicNow) {}
+  constructor(
+    private readonly now: () => number = monotonicNow,
+    private readonly onResumed: ResumedNotice | null = null,
+  ) {}
 
   /** The walk an acquisition request belongs to: its engine and its filters. */
   static keyOf(request: AcquireRequest): string {
@@ -117,6 +132,18 @@ export class WalkResume {
     if (!walk || leased.length === 0) return;
     const pays = ms / leased.length <= walk.headMsPerJob * walkResumeTuning.resumedCostAtMost;
     walk.from = pays ? lastLeased(leased) : null;
+    const now = this.now();
+    if (
+      pays &&
+      this.onResumed &&
+      (this.noticedAt === null || now - this.noticedAt >= RESUMED_NOTICE_EVERY_MS)
+    ) {
+      this.noticedAt = now;
+      this.onResumed(
+        { ms: walk.headMs, jobs: Math.round(walk.headMs / walk.headMsPerJob) },
+        { ms, jobs: leased.length },
+      );
+    }
   }
 }
 
