@@ -40,6 +40,7 @@ describe.skipIf(!reachable)('@jobs/postgres: acquisition walks resumed after the
     // Every full batch resumes, and no walk goes back to the head within a test unless it asks.
     Object.assign(walkResumeTuning, {
       slowHeadMs: 0,
+      slowHeadMsPerJob: 0,
       minResumeBatch: 1,
       headEveryMinMs: 60_000,
       headEveryMaxMs: 60_000,

@@ -328,7 +328,7 @@ export function postgresDialect({
     onSlowWalks
       ? (head, resumed) =>
           onSlowWalks(
-            `[@jobs/postgres] walking the acquisition index of ${jobs} from its head took ${Math.round(head.ms)} ms for ${head.jobs} jobs, and ${Math.round(resumed.ms)} ms for ${resumed.jobs} resumed after the last job leased: acquisitions now resume their walks, and walk from the head every few seconds. Dead row versions that vacuum cannot remove do this, most often a transaction left open (an idle BEGIN, a long REPEATABLE READ report): look for an old xact_start in pg_stat_activity. See "Long transactions" in the deployment guide.`,
+            `[@jobs/postgres] walking the acquisition index of ${jobs} from its head took ${Math.round(head.ms)} ms for ${head.jobs} jobs, and ${Math.round(resumed.ms)} ms for ${resumed.jobs} resumed after the last job leased: acquisitions now resume their walks, and walk from the head every few seconds. Dead row versions not yet vacuumed do this: autovacuum falling behind a busy queue (n_dead_tup of the table in pg_stat_user_tables), or a transaction left open that keeps vacuum from removing them (an idle BEGIN, a long REPEATABLE READ report: an old xact_start in pg_stat_activity). See "Long transactions" in the deployment guide.`,
           )
       : null,
   );
