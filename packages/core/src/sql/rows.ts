@@ -164,10 +164,7 @@ export function jobRowAt(
  */
 export function insertedJob(job: NewJob, facts: Omit<WrittenJobFacts, 'payload'>): Job {
   return writtenJob(job, {
-    id: facts.id,
-    createdAt: facts.createdAt,
-    dueAt: facts.dueAt,
-    state: facts.state,
+    ...facts,
     payload: takeCheckedPayload(job.payload) ? job.payload : JSON.parse(payloadJson(job.payload)),
   });
 }

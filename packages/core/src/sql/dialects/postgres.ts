@@ -280,6 +280,7 @@ export function postgresDialect({
   const acquireFast = (resumeAt = 0): string => `WITH ${fast(resumeAt)}
   SELECT flag.needs_exclusive, acq.* FROM flag LEFT JOIN acq ON true`;
   const acquireFromHead = acquireFast();
+  /** After the 9 parameters of \`acquireParams\`. */
   const acquireResumed = acquireFast(10);
   /**
    * History records of the rows `done` deleted (all their columns), each with its result and
@@ -336,13 +337,13 @@ export function postgresDialect({
     from ? [from.priority, from.dueMs] : [];
   /** Notes what a walk cost and where it ended; gives back its leased rows. */
   const walked = (
+    key: string,
     request: AcquireRequest,
     from: ResumePoint | null,
     ms: number,
     jobs: SqlRow[],
   ): SqlRow[] => {
     if (jobs[0]?.needs_exclusive !== true) {
-      const key = WalkResume.keyOf(request);
       if (from) walks.walkedOn(key, ms, jobs);
       else walks.walkedHead(key, ms, jobs, request.limit);
     }
@@ -548,7 +549,8 @@ export function postgresDialect({
   // ---- the hot path: the statements `ops` runs ----
   const own = {
     *acquire(request: AcquireRequest, token: string): Operation<SqlRow[]> {
-      const from = walks.from(WalkResume.keyOf(request));
+      const key = WalkResume.keyOf(request);
+      const from = walks.from(key);
       const sentAt = monotonicNow();
       const rows = (yield {
         sql: from ? acquireResumed : acquireFromHead,
@@ -556,7 +558,7 @@ export function postgresDialect({
         arrayRows: true,
       }).rows;
       const jobs = leased(rows, { owner: request.owner, token });
-      return walked(request, from, monotonicNow() - sentAt, jobs);
+      return walked(key, request, from, monotonicNow() - sentAt, jobs);
     },
     *completeAndAcquire(
       done: readonly JobCompletion[],
@@ -565,26 +567,24 @@ export function postgresDialect({
       history: boolean,
     ): Operation<{ completed: string[]; rows: SqlRow[] }> {
       const doneIds = done.map((ref) => ref.id);
-      const from = walks.from(WalkResume.keyOf(request));
+      const key = WalkResume.keyOf(request);
+      const from = walks.from(key);
+      const params = [
+        ...acquireParams(request, token),
+        arrayText(doneIds),
+        arrayText(done.map((ref) => ref.token)),
+        ...(history ? recordArrays(done) : []),
+      ];
+      // A resumed walk's parameters follow the statement's own.
+      const sql = completeAndAcquireFast(history, from ? params.length + 1 : 0);
       const sentAt = monotonicNow();
-      const rows = (yield {
-        sql: from
-          ? completeAndAcquireFast(history, history ? 14 : 12)
-          : completeAndAcquireFast(history),
-        params: [
-          ...acquireParams(request, token),
-          arrayText(doneIds),
-          arrayText(done.map((ref) => ref.token)),
-          ...(history ? recordArrays(done) : []),
-          ...resumeParams(from),
-        ],
-        arrayRows: true,
-      }).rows;
+      const rows = (yield { sql, params: [...params, ...resumeParams(from)], arrayRows: true })
+        .rows;
       const lost = new Set(lostIds(rows));
       const jobs = leased(rows, { owner: request.owner, token });
       return {
         completed: doneIds.filter((id) => !lost.has(id)),
-        rows: walked(request, from, monotonicNow() - sentAt, jobs),
+        rows: walked(key, request, from, monotonicNow() - sentAt, jobs),
       };
     },
     *acquireLimited(request: AcquireRequest, token: string): Operation<SqlRow[]> {

@@ -67,10 +67,10 @@ export interface ResumePoint {
 }
 
 interface Walk {
-  /** When the last walk from the head ran (`now()`), and how long it took per job leased. */
+  /** When the last walk from the head ran (`now()`), how long it took, and the jobs it leased. */
   headAt: number;
   headMs: number;
-  headMsPerJob: number;
+  headJobs: number;
   from: ResumePoint | null;
 }
 
@@ -128,7 +128,7 @@ export class WalkResume {
     this.walks.set(key, {
       headAt: this.now(),
       headMs: ms,
-      headMsPerJob: ms / Math.max(1, leased.length),
+      headJobs: leased.length,
       from,
     });
   }
@@ -141,7 +141,8 @@ export class WalkResume {
   walkedOn(key: string, ms: number, leased: readonly SqlRow[]): void {
     const walk = this.walks.get(key);
     if (!walk || leased.length === 0) return;
-    const pays = ms / leased.length <= walk.headMsPerJob * walkResumeTuning.resumedCostAtMost;
+    const headMsPerJob = walk.headMs / Math.max(1, walk.headJobs);
+    const pays = ms / leased.length <= headMsPerJob * walkResumeTuning.resumedCostAtMost;
     walk.from = pays ? lastLeased(leased) : null;
     const now = this.now();
     if (
@@ -150,10 +151,7 @@ export class WalkResume {
       (this.noticedAt === null || now - this.noticedAt >= RESUMED_NOTICE_EVERY_MS)
     ) {
       this.noticedAt = now;
-      this.onResumed(
-        { ms: walk.headMs, jobs: Math.round(walk.headMs / walk.headMsPerJob) },
-        { ms, jobs: leased.length },
-      );
+      this.onResumed({ ms: walk.headMs, jobs: walk.headJobs }, { ms, jobs: leased.length });
     }
   }
 }
