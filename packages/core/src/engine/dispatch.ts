@@ -16,7 +16,7 @@ import {
 } from '../errors.js';
 import { historyResultJson } from '../history.js';
 import { decideRetry } from '../rules/failure.js';
-import { canCancel, type Job, type JobCompletion } from '../store.js';
+import { canCancel, copyRef, type Job, type JobCompletion } from '../store.js';
 import { Batches } from './batches.js';
 import { cancelRequested, reportProgress } from './cancellation.js';
 import {
@@ -297,7 +297,8 @@ export class Dispatcher {
     if (held.cancelRequested) throw new CancelledError(held.job.id);
     // The handler has not returned yet: the record has its duration so far and no result —
     // a child's says its result is still to come, so its parent does not take it for null.
-    const completion: JobCompletion = { ...held.ref, durationMs: Date.now() - held.startedAt };
+    const completion: JobCompletion = copyRef(held.ref);
+    completion.durationMs = Date.now() - held.startedAt;
     if (parentOf(held.job) !== null && this.rt.options.history.keep === 'all') {
       completion.resultJson = RESULT_PENDING_JSON;
     }
@@ -361,7 +362,8 @@ export class Dispatcher {
       // Lease lost while running: someone else may own the job now; nothing of ours is written.
     } else if (held.cancelRequested) {
       // An operator cancelled it: it ends cancelled whatever the handler did, never retried.
-      held.completion = { ...held.ref, durationMs: ranMs };
+      held.completion = copyRef(held.ref);
+      held.completion.durationMs = ranMs;
       jobs.toSettling(held);
       this.settlement.queueCancel(held);
     } else if (held.wait) {
@@ -374,7 +376,8 @@ export class Dispatcher {
       this.deferRateLimited(held, pushBackMs);
     } else if (error === null) {
       // Also after stop() aborted it: a handler that succeeded in the grace is done.
-      const completion: JobCompletion = { ...held.ref, durationMs: ranMs };
+      const completion: JobCompletion = copyRef(held.ref);
+      completion.durationMs = ranMs;
       // Serialised only when history keeps it: `keep: 'none'` costs nothing here.
       if (this.rt.options.history.keep === 'all') {
         completion.resultJson = historyResultJson(result);

@@ -3,7 +3,7 @@
  * the start marks (`start-marks.ts`) and the settle flush, which writes the last progress and
  * log lines before a job settles.
  */
-import type { LeaseRenewalRef } from '../store.js';
+import { copyRef, type LeaseRenewalRef } from '../store.js';
 import type { HeldJob } from './held-jobs.js';
 import type { EngineRuntime } from './runtime.js';
 
@@ -35,15 +35,19 @@ export async function renew(
   });
 }
 
-/** The renewal ref of `held`, with its progress and log when the store keeps them and they changed. */
-export function renewalRef(rt: EngineRuntime, held: HeldJob): LeaseRenewalRef {
+/**
+ * The renewal ref of `held`, with its progress and log when the store keeps them and they
+ * changed, and `start` when given (see `LeaseRenewalRef.start`).
+ */
+export function renewalRef(rt: EngineRuntime, held: HeldJob, start?: boolean): LeaseRenewalRef {
   const { capabilities } = rt.options.store;
   const progress = capabilities.progress === true && held.progressDirty;
   const logs = capabilities.logs === true && held.logsDirty;
-  if (!progress && !logs) return held.ref;
-  const ref: LeaseRenewalRef = { ...held.ref };
+  if (!progress && !logs && start === undefined) return held.ref;
+  const ref: LeaseRenewalRef = copyRef(held.ref);
   if (progress) ref.progressJson = held.progressJson ?? null;
   if (logs) ref.logsJson = held.logsJson ?? null;
+  if (start !== undefined) ref.start = start;
   return ref;
 }
 

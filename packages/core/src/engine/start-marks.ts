@@ -101,7 +101,7 @@ export class StartMarks {
       held.startMarked = false;
       held.markedAheadAt = null;
     }
-    const refs = stale.map((held) => ({ ...renewalRef(rt, held), start: false }));
+    const refs = stale.map((held) => renewalRef(rt, held, false));
     const sentAt = monotonicNow();
     const run = renew(rt, stale, refs).then(
       (answers) => {
@@ -165,10 +165,7 @@ export class StartMarks {
     if (starting.length === 0) return;
     const ahead = this.aheadCandidates();
     const holding = [...starting, ...ahead];
-    const refs: LeaseRenewalRef[] = holding.map((held) => ({
-      ...renewalRef(rt, held),
-      start: true,
-    }));
+    const refs: LeaseRenewalRef[] = holding.map((held) => renewalRef(rt, held, true));
     const sentAt = monotonicNow();
     let answers: Awaited<ReturnType<typeof renew>>;
     try {

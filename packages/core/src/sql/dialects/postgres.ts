@@ -381,14 +381,17 @@ export function postgresDialect({
       return out;
     }
     if (at > 0 && rows[0]?.needs_exclusive === true) return rows.slice(0, 1);
-    return rows
-      .filter((row) => row.id !== null && row.id !== undefined)
-      .map((row) => ({
-        ...row,
-        state: 'running',
-        lock_owner: lease.owner,
-        lock_token: lease.token,
-      }));
+    const out: SqlRow[] = [];
+    for (const row of rows) {
+      if (row.id === null || row.id === undefined) continue;
+      // In place (the driver's row is this call's): V8 builds a spread with properties added
+      // on its slow path, ~2 µs a row.
+      row.state = 'running';
+      row.lock_owner = lease.owner;
+      row.lock_token = lease.token;
+      out.push(row);
+    }
+    return out;
   };
   /** `lost_ids` of the fused statement's first row: after the leased columns in an array row. */
   const lostIds = (rows: SqlRow[]): string[] => {
