@@ -262,17 +262,6 @@ export function refOf(job: Job): JobRef {
   return ref;
 }
 
-/**
- * A copy of `ref`: its id, token and scope, built property by property — V8 builds a spread
- * with properties added (\`{ ...ref, durationMs }\`) on its slow path, ~2 µs, and refs are
- * copied per job settled or renewed. Add the other fields to the copy.
- */
-export function copyRef(ref: JobRef): JobRef {
-  const copy: JobRef = { id: ref.id, token: ref.token };
-  if (ref.scope !== undefined) copy.scope = ref.scope;
-  return copy;
-}
-
 /** The store can cancel (it has the `cancellation` ability). */
 export function canCancel(store: JobStore): boolean {
   return store.cancellation !== undefined;

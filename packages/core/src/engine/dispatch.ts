@@ -16,7 +16,7 @@ import {
 } from '../errors.js';
 import { historyResultJson } from '../history.js';
 import { decideRetry } from '../rules/failure.js';
-import { canCancel, copyRef, type Job, type JobCompletion } from '../store.js';
+import { canCancel, type Job, type JobCompletion } from '../store.js';
 import { Batches } from './batches.js';
 import { cancelRequested, reportProgress } from './cancellation.js';
 import {
@@ -32,6 +32,7 @@ import type { HeldJob, JobAbort } from './held-jobs.js';
 import { callThrough } from './hooks.js';
 import { jobLog } from './job-log.js';
 import type { ResolvedHandler } from './options.js';
+import { copyRef } from './renewals.js';
 import type { EngineRuntime } from './runtime.js';
 import { firedFromTimer } from './schedule-firing.js';
 import type { PendingFailure } from './settle-outcomes.js';

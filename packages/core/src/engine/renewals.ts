@@ -3,7 +3,7 @@
  * the start marks (`start-marks.ts`) and the settle flush, which writes the last progress and
  * log lines before a job settles.
  */
-import { copyRef, type LeaseRenewalRef } from '../store.js';
+import type { JobRef, LeaseRenewalRef } from '../store.js';
 import type { HeldJob } from './held-jobs.js';
 import type { EngineRuntime } from './runtime.js';
 
@@ -33,6 +33,17 @@ export async function renew(
     if (lost?.has(held.job.id)) return 'lost';
     return cancelled?.has(held.job.id) ? 'cancel-requested' : 'renewed';
   });
+}
+
+/**
+ * A copy of `ref` (its id, token and scope) to add fields to, built property by property: V8
+ * builds a spread with properties added (`{ ...ref, durationMs }`) on its slow path, ~2 µs, and
+ * refs are copied per job settled or renewed.
+ */
+export function copyRef(ref: JobRef): JobRef {
+  const copy: JobRef = { id: ref.id, token: ref.token };
+  if (ref.scope !== undefined) copy.scope = ref.scope;
+  return copy;
 }
 
 /**

@@ -351,7 +351,7 @@ export function mysqlDialect(options: MysqlDialectOptions): MysqlDialect {
         // The scope locks go only after COMMIT: this transaction ends here (see the Dialect's
         // `acquire`), and the executor's own COMMIT then finds nothing to do.
         if (held.length > 0) yield { sql: 'COMMIT', params: [] };
-        // The driver's rows, leased in place (\`db_now\` left on them, read by no one): V8 builds a
+        // The driver's rows, leased in place (`db_now` left on them, read by no one): V8 builds a
         // rest-and-spread copy with properties added on its slow path, ~2 µs a row.
         return kept.map((row, i) => {
           row.state = 'running';
