@@ -10,7 +10,7 @@ import { makeNewJob } from '@jobs/conformance';
 import { type Job, type JobContext, JobEngine } from '@jobs/core';
 import { waiterPrefix } from '@jobs/core/sql';
 import mysql from 'mysql2/promise';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { MysqlJobStore } from '../src/index.js';
 import { MYSQL_URL, reachable, TestDatabase } from './helpers.js';
 
@@ -31,24 +31,30 @@ async function until(done: () => boolean, attempts = 250): Promise<boolean> {
   return done();
 }
 
+/**
+ * One connection that watches the server's process list for the whole file: a fresh connection
+ * per look (every 20 ms, hundreds a test) once timed out connecting on a loaded CI machine.
+ */
+let watcher: mysql.Connection | undefined;
+
 /** Waiters on `store`'s tables sleeping on the server now. */
 async function sleepers(store: MysqlJobStore, db: string): Promise<number> {
-  const connection = await mysql.createConnection({ uri: MYSQL_URL });
-  try {
-    const prefix = waiterPrefix(store.tables.jobs);
-    const [rows] = await connection.query(
-      `SELECT count(*) AS n FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND DB = ?`,
-      [`SELECT SLEEP(% AS \`${prefix}%`, db],
-    );
-    return Number((rows as { n: number }[])[0]?.n ?? 0);
-  } finally {
-    await connection.end();
-  }
+  watcher ??= await mysql.createConnection({ uri: MYSQL_URL });
+  const prefix = waiterPrefix(store.tables.jobs);
+  const [rows] = await watcher.query(
+    `SELECT count(*) AS n FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND DB = ?`,
+    [`SELECT SLEEP(% AS \`${prefix}%`, db],
+  );
+  return Number((rows as { n: number }[])[0]?.n ?? 0);
 }
 
 describe.skipIf(!reachable)('MySQL wake-ups by waiting on the server', () => {
   const db = new TestDatabase();
   db.register();
+  afterAll(async () => {
+    await watcher?.end();
+    watcher = undefined;
+  });
 
   it('an idle store sends one statement per wait, not a read every 20 ms', async () => {
     const store = db.store({ notifyWaitMs: 1_000 });
