@@ -65,9 +65,12 @@ export function openStore(
   return new MysqlJobStore({ uri: MYSQL_URL, database, connectionLimit: 4, ...options });
 }
 
+/** The store's tables under each reused prefix, read once: they stay while its version does. */
+const prefixTables = new Map<string, string[]>();
+
 /**
- * Empties the tables under `tablePrefix` in `database` (a closed store's, and a test's
- * `effects` beside them) for another test, the version table kept. False, with nothing changed,
+ * Empties the tables under `tablePrefix` in `database` (a closed store's; a test's `effects`
+ * beside them is dropped) for another test, the version table kept. False, with nothing changed,
  * when they are not at `version` (a test left them elsewhere): then they are no use to the next
  * test. DELETE, not TRUNCATE: a dozen small tables empty in ~2 ms instead of ~20.
  */
@@ -84,14 +87,20 @@ export async function emptyTables(
       () => null,
     );
     if (found !== version) return false;
-    const [tables] = (await connection.query(
-      `SELECT table_name AS name FROM information_schema.tables
-       WHERE table_schema = ? AND table_type = 'BASE TABLE' AND LEFT(table_name, CHAR_LENGTH(?)) = ?`,
-      [database, tablePrefix, tablePrefix],
-    )) as [{ name: string }[], unknown];
-    for (const { name } of tables) {
-      if (name !== migrations) await connection.query(`DELETE FROM \`${name}\``);
+    let tables = prefixTables.get(`${database}.${tablePrefix}`);
+    if (tables === undefined) {
+      const [rows] = (await connection.query(
+        `SELECT table_name AS name FROM information_schema.tables
+         WHERE table_schema = ? AND table_type = 'BASE TABLE' AND LEFT(table_name, CHAR_LENGTH(?)) = ?`,
+        [database, tablePrefix, tablePrefix],
+      )) as [{ name: string }[], unknown];
+      tables = rows
+        .map((row) => row.name)
+        .filter((name) => name !== migrations && name !== `${tablePrefix}effects`);
+      prefixTables.set(`${database}.${tablePrefix}`, tables);
     }
+    await connection.query(`DROP TABLE IF EXISTS \`${tablePrefix}effects\``);
+    for (const name of tables) await connection.query(`DELETE FROM \`${name}\``);
     return true;
   } finally {
     await connection.end();

@@ -64,11 +64,23 @@ export async function dropSchema(schema: string): Promise<void> {
   await sql(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
 }
 
+/** The tables of each reused schema, read once: they stay the same while its version does. */
+const schemaTables = new Map<string, string[]>();
+
+/** Rows a test may leave before its schema is vacuumed for the next one (no autovacuum here). */
+const VACUUM_AFTER_ROWS = 1_000;
+
 /**
  * Empties the closed `store`'s schema for another test: tables other than the store's own
- * (a test's `effects`) dropped, the store's tables truncated with their ids restarted, the
- * version table kept. False, with nothing changed, when the schema is not at the store's newest
- * version (a test left it elsewhere): then it is no use to the next test.
+ * (a test's `effects`) dropped, the store's tables emptied, the version table kept. False, with
+ * nothing changed, when the schema is not at the store's newest version (a test left it
+ * elsewhere): then it is no use to the next test.
+ *
+ * DELETE, not TRUNCATE: TRUNCATE gives every table and index a new file and catalog row (~34 ms
+ * a call, ~22 ms of it server CPU, where the few rows of a test delete in under a millisecond),
+ * and on a server without autovacuum every test's new catalog rows stay behind as dead ones that
+ * each later catalog lookup reads past. Ids go on from where they were (nothing of a test can
+ * then be taken for the next test's). A test that wrote thousands of rows gets them vacuumed.
  */
 export async function emptySchema(store: PostgresJobStore): Promise<boolean> {
   const client = new pg.Client({ connectionString: PG_URL });
@@ -82,15 +94,28 @@ export async function emptySchema(store: PostgresJobStore): Promise<boolean> {
       );
     if (version !== store.schemaVersion()) return false;
     await client.query(`DROP TABLE IF EXISTS "${store.schema}".effects`);
-    const { rows } = await client.query<{ name: string }>(
-      `SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname) AS name
-       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-       WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
-         AND c.relname <> 'jobs_migrations'`,
-      [store.schema],
-    );
-    if (rows.length > 0) {
-      await client.query(`TRUNCATE ${rows.map((r) => r.name).join(', ')} RESTART IDENTITY`);
+    let tables = schemaTables.get(store.schema);
+    if (tables === undefined) {
+      const { rows } = await client.query<{ name: string }>(
+        `SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname) AS name
+         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+           AND c.relname <> 'jobs_migrations'`,
+        [store.schema],
+      );
+      tables = rows.map((r) => r.name);
+      schemaTables.set(store.schema, tables);
+    }
+    if (tables.length > 0) {
+      // One round trip; the simple protocol answers each statement.
+      const answers = (await client.query(
+        tables.map((table) => `DELETE FROM ${table}`).join('; '),
+      )) as unknown as pg.QueryResult | pg.QueryResult[];
+      const deleted = (Array.isArray(answers) ? answers : [answers]).reduce(
+        (sum, answer) => sum + (answer.rowCount ?? 0),
+        0,
+      );
+      if (deleted > VACUUM_AFTER_ROWS) await client.query(`VACUUM ${tables.join(', ')}`);
     }
     return true;
   } finally {
