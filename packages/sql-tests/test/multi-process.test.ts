@@ -5,7 +5,8 @@
  * lease), a job running five leases long runs to the end once (its lease renewed all along; a
  * run a starved renewal lost is aborted first), and the killed process's jobs are taken over
  * within a few leases. On PostgreSQL and MySQL/MariaDB (SQLite's processes share a file:
- * `packages/sqlite/test/multi-process.test.ts`). Was `packages/{postgres,mysql}/test/multi-process.test.ts`.
+ * `packages/sqlite/test/multi-process.test.ts`). Was
+ * `packages/{postgres,mysql}/test/multi-process.test.ts`.
  *
  * The children run the built packages (`dist`): build first (`pnpm build`; CI builds before
  * testing).
@@ -174,7 +175,10 @@ describe.each(databases('postgres', 'mysql'))(
             list.filter((r) => r.pid !== victim.pid).length > 1 ||
             (list.length > 1 && !heldSet.has(id)),
         );
-        /** The jobs run twice whose lease lapsed: requeued, and lost by a live owner that ended it. */
+        /**
+         * The jobs run twice whose lease lapsed: requeued, and lost by a live owner that ended
+         * it.
+         */
         const lapsedOf = async (): Promise<Set<string>> => {
           const notes = await place.sql(
             `SELECT job_id, pid, phase FROM ${runs} WHERE phase IN ('requeued', 'lost')`,

@@ -46,7 +46,10 @@ const STORE_TABLES = [
   'rate_limits',
 ] as const;
 
-/** Rows a test may leave before its tables are vacuumed for the next one (PostgreSQL here runs no autovacuum). */
+/**
+ * Rows a test may leave before its tables are vacuumed for the next one (PostgreSQL here runs no
+ * autovacuum).
+ */
 const VACUUM_AFTER_ROWS = 1_000;
 
 /**
