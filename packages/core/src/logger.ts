@@ -40,36 +40,3 @@ function describe(data: Record<string, unknown>): string {
     return String(data);
   }
 }
-
-/**
- * Logs a streak of failures of one kind of call once: the first error at `warn`, the rest at
- * `debug`, and the first success after them at `info` ("works again"). Keeps a retry loop
- * against a database that is away from flooding the log, without hiding that it is away.
- */
-export class ErrorStreaks {
-  private readonly streaks = new Map<string, { errors: number; since: number }>();
-
-  constructor(private readonly logger: Logger) {}
-
-  failed(during: string, error: unknown): void {
-    const streak = this.streaks.get(during);
-    const message = error instanceof Error ? error.message : String(error);
-    if (streak) {
-      streak.errors += 1;
-      this.logger.debug(`${during} failed again`, { error: message, errors: streak.errors });
-      return;
-    }
-    this.streaks.set(during, { errors: 1, since: Date.now() });
-    this.logger.warn(`${during} failed; retrying`, { error: message });
-  }
-
-  succeeded(during: string): void {
-    const streak = this.streaks.get(during);
-    if (!streak) return;
-    this.streaks.delete(during);
-    this.logger.info(`${during} works again`, {
-      errors: streak.errors,
-      afterMs: Date.now() - streak.since,
-    });
-  }
-}

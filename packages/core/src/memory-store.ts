@@ -10,13 +10,22 @@
 import { randomUUID } from 'node:crypto';
 import { type Clock, systemClock } from './clock.js';
 import { LockLostError, StoreError } from './errors.js';
-import { keepsOutcome, toHistoryRecord } from './history.js';
 import { nextRateWindow, type RateWindow } from './rate-window.js';
-import { dueTime, initialState } from './rules/due.js';
-import { afterFailure } from './rules/failure.js';
-import { afterLeaseExpiry, LEASE_EXPIRED_MESSAGE, leaseStarts } from './rules/lease.js';
-import { writtenJob } from './rules/new-job.js';
-import { compareAcquisitionOrder } from './rules/order.js';
+import {
+  afterFailure,
+  afterLeaseExpiry,
+  compareAcquisitionOrder,
+  dueTime,
+  initialState,
+  keepsOutcome,
+  LEASE_EXPIRED_MESSAGE,
+  leaseStarts,
+  readLogs,
+  readSteps,
+  StoreSubscribers,
+  toHistoryRecord,
+  writtenJob,
+} from './rules.js';
 import {
   type AcquireRequest,
   type CancelOutcome,
@@ -57,7 +66,6 @@ import {
   type StoreViews,
   type StoreWaits,
 } from './store.js';
-import { readLogs, readSteps, StoreSubscribers } from './store-support.js';
 
 export interface MemoryJobStoreOptions {
   /** The store's clock; due times and leases are compared on it. Default: the machine's clock. */
@@ -1091,7 +1099,7 @@ export class MemoryJobStore implements JobStore {
   }
 }
 
-/** The acquisition order of `rules/order.ts` (the job's id is its `seq` as a decimal). */
+/** The acquisition order of `rules.ts` (the job's id is its `seq` as a decimal). */
 function compareStored(a: StoredJob, b: StoredJob): number {
   return compareAcquisitionOrder(a.job, b.job);
 }

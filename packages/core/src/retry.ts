@@ -1,6 +1,6 @@
 /**
  * Retry policies: how long a job waits before its next attempt (`retryDelayMs`). Whether it gets
- * one is the retry rule, `decideRetry` in `rules/failure.ts`.
+ * one is the retry rule, `decideRetry` in `rules.ts`.
  *
  * - `'R5/PT10M'` (Flowable's `failedJobRetryTimeCycle`): 5 retries, 10 minutes apart.
  * - `{ kind: 'exponential', initialMs: 1000, factor: 2, maxMs: 600_000, jitter: 0.2 }`

@@ -40,7 +40,7 @@
  *
  * Where things live: the one map of the code is CONTRIBUTING.md's "Layout" (checked by
  * `pnpm check:docs`): the engine by concern under `engine/`, the pure rules every store shares
- * under `rules/`, the SQL stores' shared core under `sql/` (`@jobs/core/sql`).
+ * in `rules.ts`, the SQL stores' shared core under `sql/` (`@jobs/core/sql`).
  *
  * What a store must write, and what it may: `JobStore` below has three sections.
  * - **Required**: every store writes these (lifecycle, the hot path, admin, schedules).
@@ -251,17 +251,6 @@ export interface JobRef {
   scope?: string;
 }
 
-/**
- * The ref an owner settles `job` with: its id and lease token, and its scope when it is limited
- * (so a store with blocked sets lets the scope's next job in).
- */
-export function refOf(job: Job): JobRef {
-  const ref: JobRef = { id: job.id, token: job.lockToken as string };
-  const scope = limitedScopeOf(job);
-  if (scope !== undefined) ref.scope = scope;
-  return ref;
-}
-
 /** The store can cancel (it has the `cancellation` ability). */
 export function canCancel(store: JobStore): boolean {
   return store.cancellation !== undefined;
@@ -278,13 +267,6 @@ export function assertCanCancel(store: JobStore, where: string): StoreCancellati
   return store.cancellation;
 }
 
-/** The scope of a limited job (exclusive or `scopeLimit`); undefined for any other. */
-export function limitedScopeOf(job: Job): string | undefined {
-  return job.scope !== null && (job.exclusive || (job.scopeLimit ?? null) !== null)
-    ? job.scope
-    : undefined;
-}
-
 /**
  * A finished job to complete: its claim, plus what history records of the run. Both extra
  * fields are optional, so a plain `JobRef` still completes a job (and a store without history
@@ -293,7 +275,7 @@ export function limitedScopeOf(job: Job): string | undefined {
 export interface JobCompletion extends JobRef {
   /**
    * JSON text of what the handler returned, at most `HISTORY_RESULT_MAX_BYTES` (the engine
-   * replaces larger or unstorable results with a marker, see `history.ts`); null or absent for
+   * replaces larger or unstorable results with a marker, see `rules.ts`); null or absent for
    * none. The engine sends it only while history keeps completed jobs.
    */
   resultJson?: string | null;

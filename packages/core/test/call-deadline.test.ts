@@ -1,5 +1,5 @@
 /**
- * The deadline helpers network stores build on (`@jobs/core/sql` deadline.ts): timeouts are
+ * The deadline helpers network stores build on (`@jobs/core/sql` `executor.ts`): timeouts are
  * checked and defaulted in one place, and a call past its deadline fails, destroys what it
  * ran on, and hands a late result back.
  */

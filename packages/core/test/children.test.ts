@@ -7,7 +7,7 @@
  * and a `ChildJobError` (`lost`) when it never comes — never null.
  */
 import { describe, expect, it } from 'vitest';
-import { RESULT_PENDING_JSON } from '../src/engine/child-outcomes.js';
+import { RESULT_PENDING_JSON } from '../src/engine/settlement.js';
 import {
   ChildJobError,
   type Job,

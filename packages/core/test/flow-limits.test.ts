@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_RATE_KEY_LENGTH, windowKey } from '../src/engine/rate-limits.js';
+import { MAX_RATE_KEY_LENGTH, windowKey } from '../src/engine/runtime.js';
 import {
   FakeClock,
   type Job,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { prunedRetention } from '../src/engine/maintenance.js';
+import { prunedRetention } from '../src/engine/acquisition-loop.js';
 import {
   FakeClock,
   HISTORY_RESULT_MAX_BYTES,

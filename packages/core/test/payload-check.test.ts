@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { checkPayload, MAX_PAYLOAD_DEPTH } from '../src/engine/payload-check.js';
 import { ValidationError } from '../src/errors.js';
+import { checkPayload, MAX_PAYLOAD_DEPTH } from '../src/rules.js';
 
 const nested = (depth: number): unknown => {
   let value: unknown = 1;

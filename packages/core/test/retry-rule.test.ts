@@ -1,5 +1,5 @@
 /**
- * The retry rule (`decideRetry`, rules/failure.ts): what a failed attempt leads to, for the
+ * The retry rule (`decideRetry`, rules.ts): what a failed attempt leads to, for the
  * engine's handlers and `@jobs/http`'s remote workers alike; and an engine run still follows it.
  */
 import { describe, expect, it } from 'vitest';

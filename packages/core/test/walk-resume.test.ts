@@ -1,5 +1,5 @@
 /**
- * When PostgreSQL's acquisition walk resumes after the last job it leased (`walk-resume.ts`), on
+ * When PostgreSQL's acquisition walk resumes after the last job it leased (`dialects/postgres.ts`), on
  * an injected clock: what the SQL store sends is checked on a real server in
  * `packages/postgres/test/walk-resume.test.ts`.
  */

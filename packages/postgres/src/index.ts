@@ -8,7 +8,7 @@
  */
 
 export { loadMigrations, type Migration } from './migrate.js';
-export type { Pooler } from './pg-executor.js';
+export type { Pooler } from './postgres-store.js';
 export {
   PostgresJobStore,
   type PostgresJobStoreOptions,

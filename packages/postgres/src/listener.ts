@@ -8,7 +8,7 @@ import pg from 'pg';
 /**
  * A listener whose connections are opened with `connection` (the store's settings), LISTENing
  * on `channels`; each connection opens with the `application_name` that `applicationName` gives
- * then (see `wake-targets.ts`).
+ * then (see `postgres-store.ts`).
  */
 export function notificationListener(
   connection: pg.ClientConfig,

@@ -16,7 +16,7 @@ import {
 } from '@jobs/core/sql';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { PgExecutor } from '../src/pg-executor.js';
+import { PgExecutor } from '../src/postgres-store.js';
 import { dropSchema, newJob, openStore, PG_URL, randomSchema, reachable } from './helpers.js';
 
 /** Runs operations statement by statement, and runs `beforeBlock` once before a block UPDATE. */

@@ -8,7 +8,7 @@ import type { NewJob } from '@jobs/core';
 import { postgresDialect, SqlJobStore } from '@jobs/core/sql';
 import pg from 'pg';
 import { PostgresJobStore, type PostgresJobStoreOptions } from '../src/index.js';
-import { PgExecutor } from '../src/pg-executor.js';
+import { PgExecutor } from '../src/postgres-store.js';
 
 export { sleep } from '@jobs/conformance';
 

@@ -1,5 +1,5 @@
 /**
- * Targeted wake-ups in a mixed pool (`src/wake-targets.ts`): idle nodes name what they acquire
+ * Targeted wake-ups in a mixed pool (`src/postgres-store.ts`): idle nodes name what they acquire
  * (types, queues, tenants) in a Bloom filter, and an enqueue notifies only idle nodes that may
  * run its jobs. Several engines, each on a store with its own pool, sit idle on one schema and
  * poll once an hour, so a job that starts was started by a wake-up; a node's notifications are
@@ -10,7 +10,7 @@
 import { JobEngine, type NewJob, silentLogger } from '@jobs/core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { PostgresJobStore, PostgresJobStoreOptions } from '../src/index.js';
-import { acceptMasks, acquisitionFilter } from '../src/wake-targets.js';
+import { acceptMasks, acquisitionFilter } from '../src/postgres-store.js';
 import { dropSchema, newJob, openStore, randomSchema, reachable, sleep, sql } from './helpers.js';
 
 const schema = randomSchema('wakef');

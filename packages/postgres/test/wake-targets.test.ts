@@ -1,5 +1,5 @@
 /**
- * Targeted wake-ups (`src/wake-targets.ts`): six engines, each on a store with its own pool,
+ * Targeted wake-ups (`src/postgres-store.ts`): six engines, each on a store with its own pool,
  * sit idle on one schema; an enqueue wakes at most `k` of them (counted as the statements each
  * node's pool ran), and the job still starts at once — on a wake-up, not a poll (the engines
  * poll once an hour). An enqueue inside the caller's transaction wakes every node. Mixed pools
@@ -9,7 +9,7 @@ import { JobEngine, silentLogger } from '@jobs/core';
 import type { Client } from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { PostgresJobStore } from '../src/index.js';
-import { wakeTargetsFor } from '../src/wake-targets.js';
+import { wakeTargetsFor } from '../src/postgres-store.js';
 import { dropSchema, newJob, openStore, randomSchema, reachable, sleep, sql } from './helpers.js';
 
 const schema = randomSchema('wake');

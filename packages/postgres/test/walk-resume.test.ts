@@ -1,5 +1,5 @@
 /**
- * Acquisition walks resumed after the last job leased (`@jobs/core/sql` `walk-resume.ts`), on a
+ * Acquisition walks resumed after the last job leased (`@jobs/core/sql` `dialects/postgres.ts`), on a
  * real server. They resume only when walking from the head is slow (dead row versions a held
  * xmin horizon keeps: `pnpm bench long-tx`), which these small tables never make it: each test
  * lowers the thresholds so that every full batch resumes, and checks the statements sent.

@@ -8,8 +8,8 @@
 
 import type { Clock } from '../clock.js';
 import { InvalidStateError, NotFoundError, ValidationError } from '../errors.js';
-import { historyCursor, readHistoryCursor } from '../history.js';
 import { DEFAULT_RETRIES } from '../retry.js';
+import { historyCursor, readHistoryCursor } from '../rules.js';
 import {
   type CancelOutcome,
   canCancel,
@@ -25,9 +25,9 @@ import {
   type QueueStatsRow,
   type ScheduleRecord,
 } from '../store.js';
-import { cancelTree } from './child-outcomes.js';
 import { FLOW_TYPE } from './flow-model.js';
 import { type FlowView, readFlow } from './flow-view.js';
+import { cancelTree } from './settlement.js';
 import {
   assertDate,
   assertInteger,

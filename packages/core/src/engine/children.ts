@@ -1,6 +1,6 @@
 /**
  * Child jobs (`ctx.run(name, type, payload, options)`), the parent's side (the child's side is
- * `child-outcomes.ts`): enqueues a child job and waits for its outcome without holding the
+ * `settlement.ts`): enqueues a child job and waits for its outcome without holding the
  * worker, memoised by name like a step (a checkpoint `{ $child: id }`, later
  * `{ $child: id, outcome, result }`; names and counters shared with steps, sleeps and waits).
  *
@@ -32,17 +32,21 @@
 import { createHash } from 'node:crypto';
 import { ChildJobError, JobsError, LockLostError, ValidationError } from '../errors.js';
 import { type Job, MAX_STEPS_BYTES, type StoreSteps, type StoreWaits } from '../store.js';
+import type { ChildCall, RunChildren, RunSteps } from './run-steps.js';
+import {
+  type EngineRuntime,
+  type EnqueueItem,
+  enqueueJobs,
+  type HeldJob,
+  type JobAbort,
+} from './runtime.js';
 import {
   type ChildOutcomeRecord,
   isResultPending,
   PARENT_META,
   RESULT_SIGNAL,
   WAKE_SIGNAL,
-} from './child-outcomes.js';
-import { type EnqueueItem, enqueueJobs } from './enqueue.js';
-import type { HeldJob, JobAbort } from './held-jobs.js';
-import type { ChildCall, RunChildren, RunSteps } from './run-steps.js';
-import type { EngineRuntime } from './runtime.js';
+} from './settlement.js';
 import {
   assertCheckpointName,
   assertLive,

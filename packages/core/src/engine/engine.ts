@@ -7,19 +7,16 @@
 import { JobsError } from '../errors.js';
 import { type ScheduleInfo, type ScheduleOptions, ScheduleRunner } from '../schedule/index.js';
 import type { Job, JobStore } from '../store.js';
-import { AcquisitionLoop } from './acquisition-loop.js';
+import { AcquisitionLoop, Maintenance, ScheduleFiring } from './acquisition-loop.js';
 import { JobAdmin } from './admin.js';
 import { reserveConnections } from './connections.js';
 import { Dispatcher } from './dispatch.js';
-import { enqueueJobs } from './enqueue.js';
 import { type BatchItem, enqueueBatch, enqueueFlow, type FlowDefinition } from './flows.js';
 import { checkHealth, type EngineHealth } from './health.js';
 import { LeaseRenewal } from './lease-renewal.js';
-import { Maintenance } from './maintenance.js';
 import { resolveEngineOptions } from './options.js';
 import { awaitResult } from './result.js';
-import { EngineRuntime, type EngineState } from './runtime.js';
-import { ScheduleFiring } from './schedule-firing.js';
+import { EngineRuntime, type EngineState, enqueueJobs } from './runtime.js';
 import { Settlement } from './settlement.js';
 import { Shutdown } from './shutdown.js';
 import type {

@@ -148,7 +148,7 @@ export async function flowContextOf(store: JobStore, job: Job): Promise<FlowCont
 /**
  * After nodes of a flow ended (their job ids, `done`): whether a node that has not started yet
  * can start now — every parent ended — so that the settler wakes the flow job at once rather
- * than when the last node it waits for ended (`child-outcomes.ts`). A parent counts as ended
+ * than when the last node it waits for ended (`settlement.ts`). A parent counts as ended
  * when the flow job recorded it, when it is among `done`, or when its job is dead-lettered or
  * gone; a read per parent looked at, from the last back to the first unfinished one.
  */

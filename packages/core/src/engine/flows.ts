@@ -12,9 +12,8 @@
  * `flow-model.ts`.
  */
 import { JobsError, ValidationError } from '../errors.js';
+import { UNSTORABLE_IN_JSON } from '../rules.js';
 import type { Job, JobStore } from '../store.js';
-import { PARENT_META } from './child-outcomes.js';
-import { enqueueJobs } from './enqueue.js';
 import {
   FLOW_META,
   FLOW_NODE_META,
@@ -25,8 +24,8 @@ import {
   type StoredFlow,
   type StoredFlowNode,
 } from './flow-model.js';
-import { UNSTORABLE_IN_JSON } from './payload-check.js';
-import type { EngineRuntime } from './runtime.js';
+import { type EngineRuntime, enqueueJobs } from './runtime.js';
+import { PARENT_META } from './settlement.js';
 import { assertKnownKeys, ENQUEUE_OPTION_KEYS, toNewJob } from './validate.js';
 
 /** One node of `engine.flow`: a job with the names of the nodes it waits for. */

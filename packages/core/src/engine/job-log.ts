@@ -4,10 +4,10 @@
  * `MAX_LOG_LINES`, each at most `MAX_LOG_LINE_CHARS` characters, with characters no store can
  * keep replaced. Every line also goes to the engine's logger (`info`, with the job's id).
  */
+
+import { UNSTORABLE_IN_JSON } from '../rules.js';
 import { type JobLogLine, MAX_LOG_LINE_CHARS, MAX_LOG_LINES } from '../store.js';
-import type { HeldJob } from './held-jobs.js';
-import { UNSTORABLE_IN_JSON } from './payload-check.js';
-import type { EngineRuntime } from './runtime.js';
+import type { EngineRuntime, HeldJob } from './runtime.js';
 import type { JobLog, Logger } from './types.js';
 
 const UNSTORABLE = new RegExp(UNSTORABLE_IN_JSON.source, 'g');

@@ -9,11 +9,9 @@
  * lease, counted from when it received the call, ends later.
  */
 import { monotonicNow } from '../clock.js';
-import { cancelRequested } from './cancellation.js';
-import { type HeldJob, leaseMargin } from './held-jobs.js';
-import { renew, renewalRef } from './renewals.js';
-import type { EngineRuntime } from './runtime.js';
-import type { Settler } from './settlement.js';
+import { cancelRequested } from './dispatch.js';
+import { type EngineRuntime, type HeldJob, leaseMargin } from './runtime.js';
+import { renew, renewalRef, type Settler } from './settlement.js';
 
 /** How the heartbeat is doing, for `engine.health()`. */
 export interface RenewalStatus {

@@ -13,7 +13,6 @@ import { durationToMs, parseDuration } from '../schedule/iso8601.js';
 import type { HistoryKeep, HistorySettings, JobStore, RetryPolicy } from '../store.js';
 import { FLOW_TYPE } from './flow-model.js';
 import { runFlow } from './flow-run.js';
-import { type ResolvedRateLimit, resolveRateLimit } from './rate-limits.js';
 import type {
   BatchHandler,
   BatchHandlerDefinition,
@@ -33,6 +32,8 @@ import {
   MAX_PAYLOAD_LIMIT_BYTES,
   MAX_SCOPE_LIMIT,
   MAX_TIMEOUT_MS,
+  type ResolvedRateLimit,
+  resolveRateLimit,
 } from './validate.js';
 
 const ENGINE_OPTION_KEYS = new Set([
@@ -110,7 +111,7 @@ export interface ResolvedHandler {
   timeoutMs?: number;
   /**
    * Set for a batch handler (`BatchHandlerDefinition`): its jobs are run in batches by
-   * `batches.ts`, and `handler` is never called.
+   * `dispatch.ts`, and `handler` is never called.
    */
   batch?: ResolvedBatch;
 }

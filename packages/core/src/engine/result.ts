@@ -7,8 +7,8 @@
  * 10 ms to half a second.
  */
 import { JobFailedError, JobsError, NotFoundError } from '../errors.js';
-import { isResultPending } from './child-outcomes.js';
 import type { EngineRuntime } from './runtime.js';
+import { isResultPending } from './settlement.js';
 import { assertInteger } from './validate.js';
 
 const FIRST_POLL_MS = 10;

@@ -9,10 +9,10 @@
  */
 import { JobsError } from '../errors.js';
 import type { AcquisitionLoop } from './acquisition-loop.js';
+import type { StartMarks } from './dispatch.js';
 import type { LeaseRenewal } from './lease-renewal.js';
 import type { EngineRuntime } from './runtime.js';
 import type { Drain } from './settlement.js';
-import type { StartMarks } from './start-marks.js';
 
 /** How long aborted handlers get to return before stop() leaves them to their leases. */
 export const SHUTDOWN_GRACE_MS = 2_000;
@@ -45,7 +45,7 @@ export class Shutdown {
     private readonly settlement: Drain,
     private readonly leases: LeaseRenewal,
     private readonly startMarks: StartMarks,
-    /** Calls the batches being filled (`batches.ts`): nothing more joins them now. */
+    /** Calls the batches being filled (`dispatch.ts`): nothing more joins them now. */
     private readonly callOpenBatches: () => void = () => {},
   ) {}
 

@@ -13,12 +13,11 @@
  * completed before it, and transaction steps of one job run one at a time.
  */
 import { JobsError, LockLostError, ValidationError } from '../errors.js';
+import { jsonText, UNSTORABLE_IN_JSON } from '../rules.js';
 import { type Job, MAX_STEP_RESULT_BYTES, MAX_STEPS_BYTES, type StoreSteps } from '../store.js';
-import type { HeldJob, JobAbort } from './held-jobs.js';
 import { callThrough } from './hooks.js';
-import { jsonText, UNSTORABLE_IN_JSON } from './payload-check.js';
 import type { RunSteps } from './run-steps.js';
-import type { EngineRuntime } from './runtime.js';
+import type { EngineRuntime, HeldJob, JobAbort } from './runtime.js';
 
 /** Longest step name, in characters. */
 export const MAX_STEP_NAME_CHARS = 200;

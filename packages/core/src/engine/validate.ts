@@ -4,16 +4,17 @@
  */
 import { ValidationError } from '../errors.js';
 import { MAX_RETRIES, parseRetryPolicy } from '../retry.js';
+import { checkPayload } from '../rules.js';
 import {
   JOB_STATES,
+  type Job,
   type JobFilter,
   type JobState,
   type JobStore,
   type KeyMode,
   type NewJob,
 } from '../store.js';
-import { checkPayload } from './payload-check.js';
-import type { EnqueueJobOptions } from './types.js';
+import type { EnqueueJobOptions, RateLimit } from './types.js';
 
 /** The options `enqueue` takes (a flow node takes them too, but for its key and run time). */
 export const ENQUEUE_OPTION_KEYS: ReadonlySet<keyof EnqueueJobOptions> = new Set<
@@ -358,4 +359,44 @@ export function checkFilter(
     if (filter[key] !== undefined) assertText(filter[key], `${where}.${key}`);
   }
   return filter;
+}
+
+/** Longest window or push-back: a day. */
+export const MAX_RATE_WINDOW_MS = 86_400_000;
+
+/** A type's rate limit, validated. */
+export interface ResolvedRateLimit {
+  max: number;
+  perMs: number;
+  key: ((job: Job) => string) | null;
+}
+
+/** Validates `handlers.<type>.rateLimit`. */
+export function resolveRateLimit(
+  value: unknown,
+  field: string,
+  store: Pick<JobStore, 'name' | 'rateLimits'>,
+): ResolvedRateLimit {
+  if (typeof value !== 'object' || value === null) {
+    throw new ValidationError(field, 'must be { max, perMs, key? }');
+  }
+  const { max, perMs, key, ...rest } = value as RateLimit;
+  const unknown = Object.keys(rest)[0];
+  if (unknown !== undefined) {
+    throw new ValidationError(`${field}.${unknown}`, 'unknown option (expected max, perMs, key)');
+  }
+  if (key !== undefined && typeof key !== 'function') {
+    throw new ValidationError(`${field}.key`, 'must be a function (job) => string');
+  }
+  if (!store.rateLimits) {
+    throw new ValidationError(
+      field,
+      `the ${store.name} store keeps no rate limits (it has no \`rateLimits\`)`,
+    );
+  }
+  return {
+    max: assertInteger(max, `${field}.max`, 1, 1_000_000),
+    perMs: assertInteger(perMs, `${field}.perMs`, 1, MAX_RATE_WINDOW_MS),
+    key: key ?? null,
+  };
 }

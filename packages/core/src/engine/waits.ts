@@ -10,13 +10,12 @@
  * early, e.g. by an operator).
  */
 import { JobsError, LockLostError, ValidationError } from '../errors.js';
+import { jsonText, UNSTORABLE_IN_JSON } from '../rules.js';
 import { durationToMs, parseDuration } from '../schedule/iso8601.js';
 import type { StoreWaits } from '../store.js';
-import type { HeldJob, JobAbort } from './held-jobs.js';
 import { callThrough } from './hooks.js';
-import { jsonText, UNSTORABLE_IN_JSON } from './payload-check.js';
 import type { RunSteps } from './run-steps.js';
-import type { EngineRuntime } from './runtime.js';
+import type { EngineRuntime, HeldJob, JobAbort } from './runtime.js';
 import {
   assertCheckpointName,
   assertLive,

@@ -7,7 +7,6 @@
  */
 import { Cron } from 'croner';
 import { IANAZone } from 'luxon';
-import { checkPayload } from '../engine/payload-check.js';
 import {
   assertText,
   EARLIEST_DUE,
@@ -17,6 +16,7 @@ import {
 } from '../engine/validate.js';
 import { ValidationError } from '../errors.js';
 import { MAX_RETRIES } from '../retry.js';
+import { checkPayload } from '../rules.js';
 import { durationToMs, type IsoDuration, parseDuration, parseRepeat } from './iso8601.js';
 
 /** What happens when an occurrence comes due while the previous one is still unfinished. */

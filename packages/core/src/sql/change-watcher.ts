@@ -6,7 +6,7 @@
  * read is one cheap statement, not an acquisition: an idle engine costs the database one such
  * read per interval per store, and acquires only when something changed.
  */
-import { StoreSubscribers } from '../store-support.js';
+import { StoreSubscribers } from '../rules.js';
 import type { Operation, Query } from './executor.js';
 
 export class ChangeWatcher<V> {

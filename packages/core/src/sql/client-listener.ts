@@ -5,11 +5,14 @@
  * silent server never answers).
  */
 import {
+  destroySocket,
+  endWithin,
   type ListeningConnection,
   type ListenSession,
+  OpenConnections,
   ReconnectingListener,
-} from './listen-loop.js';
-import { destroySocket, endWithin, OpenConnections, type SocketHolder } from './pool-lifecycle.js';
+  type SocketHolder,
+} from './executor.js';
 
 /** What such a connection needs: pg's `Client` has it. */
 export interface ListenClient extends ListeningConnection, SocketHolder {

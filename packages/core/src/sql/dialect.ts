@@ -97,7 +97,7 @@ export interface SqlSyntax {
    */
   readonly forUpdate: string;
   /**
-   * The acquisition order (invariant 9, `rules/order.ts`) as an `ORDER BY` list over the rows
+   * The acquisition order (invariant 9, `rules.ts`) as an `ORDER BY` list over the rows
    * of `alias` (`''`: unqualified), in the terms the dialect's indexes are ordered by; `last`
    * reverses it. Every statement that orders by acquisition writes it through this.
    */
@@ -239,15 +239,6 @@ export interface OpSpec<A extends unknown[], R> {
   readonly transaction: boolean | ((c: SqlEnv, ...args: A) => boolean);
 }
 
-/** Whether the store runs `spec` with these arguments in a transaction of its own. */
-export function needsTransaction<A extends unknown[]>(
-  spec: OpSpec<A, unknown>,
-  c: SqlEnv,
-  ...args: A
-): boolean {
-  return typeof spec.transaction === 'function' ? spec.transaction(c, ...args) : spec.transaction;
-}
-
 /** What a renewal answers: the renewed ids, and those of them with a cancel request. */
 export interface RenewAnswer {
   renewed: string[];
@@ -265,9 +256,9 @@ export interface RenewAnswer {
 export interface DialectOps {
   /**
    * Inserts jobs (at least one) in input order: a job whose key an unfinished job holds is
-   * not inserted, its holder comes back with `created: false` (`portable/keyed-insert.ts`).
+   * not inserted, its holder comes back with `created: false` (`operations/jobs.ts`).
    * Sends `c.notify` when any was created. Key modes (`replace`, `debounce`) are shared code
-   * around this (`operations/enqueue.ts`), in a transaction of their own.
+   * around this (`operations/jobs.ts`), in a transaction of their own.
    */
   readonly enqueue: OpSpec<[readonly NewJob[]], EnqueueResult[]>;
   /**
@@ -422,4 +413,4 @@ export function pairMarks(n: number): string {
   return Array.from({ length: n }, () => '(?, ?)').join(', ');
 }
 
-export { isJobId } from '../rules/ids.js';
+export { isJobId } from '../rules.js';

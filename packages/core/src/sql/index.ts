@@ -5,28 +5,49 @@
  */
 export * from './change-watcher.js';
 export * from './client-listener.js';
-export * from './deadline.js';
 export * from './dialect.js';
 export * from './dialects/mysql.js';
 export * from './dialects/postgres.js';
 export * from './dialects/sqlite.js';
 export { driverCode, driverErrno } from './dialects/support.js';
-export * from './dialects/walk-resume.js';
 export * from './executor.js';
-export * from './listen-loop.js';
 export * from './lock-retries.js';
 export * from './migrate.js';
 export * from './mysql-server.js';
-export * from './network-executor.js';
-export * from './notifying-store.js';
 export * from './operations/env.js';
-export * from './pool-lifecycle.js';
-export * from './pool-size.js';
 // The building blocks a custom dialect picks for its `ops`.
+export { insertKeyed, KEYED_INSERT_TRIES, KeyChangingHandsError } from './operations/jobs.js';
+export * from './pool-size.js';
 export * from './portable/enqueue-row-by-row.js';
-export * from './portable/keyed-insert.js';
 export * from './portable/lock-then-write.js';
-export * from './rows.js';
+// Explicit: the history rows in rows.ts are the SQL core's own.
+export {
+  assertIdentifier,
+  dueTime,
+  INSERT_JOB_COLUMNS,
+  insertedJob,
+  isLimited,
+  JOB_COLUMN_NAMES,
+  type JobRowLayout,
+  jobRowAt,
+  jobRowLayout,
+  LEASE_EXPIRED_MESSAGE,
+  LEASE_KNOWN_COLUMNS,
+  LEASED_COLUMN_NAMES,
+  newJobValues,
+  readBool,
+  readLogs,
+  readOptionalTime,
+  readScopeLimit,
+  readTime,
+  recoverResult,
+  rowToJob,
+  rowToSchedule,
+  type ScopeLimitColumns,
+  type SqlRow,
+  type SqlValue,
+  storedScopeLimit,
+} from './rows.js';
 export * from './scope-rule.js';
 export * from './sql-store.js';
 export * from './sqlite-executor.js';

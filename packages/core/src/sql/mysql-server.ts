@@ -8,7 +8,7 @@
  */
 import { StoreError } from '../errors.js';
 import { type MysqlDialect, parseServerVersion, type ServerVersion } from './dialects/mysql.js';
-import { SharedUntilFailure } from './pool-lifecycle.js';
+import { SharedUntilFailure } from './executor.js';
 
 /** True when the server has `FOR UPDATE SKIP LOCKED`: MySQL 8.0+, MariaDB 10.6+. */
 export function supportsSkipLocked(version: ServerVersion): boolean {

@@ -28,7 +28,7 @@ import type { AcquireRequest } from '../store.js';
 import { type Dialect, marks } from './dialect.js';
 
 /** Sorts acquired jobs into acquisition order (RETURNING and IN lists do not keep it). */
-export { compareAcquisitionOrder as byAcquisitionOrder } from '../rules/order.js';
+export { compareAcquisitionOrder as byAcquisitionOrder } from '../rules.js';
 
 /**
  * The WHERE clause that makes a row (alias `j`) an acquisition candidate, and its parameters

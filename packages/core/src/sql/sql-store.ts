@@ -1,20 +1,14 @@
 /**
- * `SqlJobStore`: the whole `JobStore` contract over a `Dialect` and an `Executor`, written once.
- * A SQL store package (`@jobs/postgres`, `@jobs/mysql`, `@jobs/sqlite`, `@jobs/typeorm`, or a
- * user's own for CockroachDB or libSQL) extends it with connection handling, notifications and
- * driver quirks only.
+ * `SqlJobStore`: the one `JobStore` implementation over SQL. A dialect (PostgreSQL, MySQL,
+ * SQLite) supplies the statements, an executor the connection; this class runs the operations
+ * (`operations/`) in the transactions they need, and `NotifyingSqlJobStore` adds the change
+ * notifications that wake engines on other processes.
  *
- * @example
- * class LibsqlJobStore extends SqlJobStore {
- *   constructor(client: Client) {
- *     super({ label: 'libsql-store', name: 'libsql', dialect: sqliteDialect({ tablePrefix: 'jobs_' }),
- *       executor: new LibsqlExecutor(client), capabilities: { notifications: false,
- *       transactionalEnqueue: false, multiProcess: true } });
- *   }
- * }
+ * Each section below keeps its own header.
  */
 import { randomUUID } from 'node:crypto';
 import { JobsError, LockLostError, StoreError } from '../errors.js';
+import { limitedScopeOf } from '../rules.js';
 import type {
   AcquireRequest,
   CancelOutcome,
@@ -55,26 +49,49 @@ import type {
   StoreViews,
   StoreWaits,
 } from '../store.js';
-import { limitedScopeOf } from '../store.js';
-import { type Dialect, isJobId, needsTransaction, type OpSpec } from './dialect.js';
+import { readWakeSignal, WakeSignalWatcher } from './change-watcher.js';
+import { type Dialect, isJobId, type OpSpec } from './dialect.js';
 import type { Executor, Operation, Query, RunOptions } from './executor.js';
 import type { LockRetries } from './lock-retries.js';
 import { migrate, migrationSql, schemaVersion } from './migrate.js';
-import * as acquire from './operations/acquire.js';
 import * as admin from './operations/admin.js';
 import * as blockedSet from './operations/blocked-set.js';
 import * as cancel from './operations/cancel.js';
-import * as enqueue from './operations/enqueue.js';
 import { type SqlEnv, sqlEnv } from './operations/env.js';
 import * as followups from './operations/followups.js';
-import * as history from './operations/history.js';
+import * as jobOps from './operations/jobs.js';
 import * as rateLimits from './operations/rate-limits.js';
 import * as recover from './operations/recover.js';
 import * as schedules from './operations/schedules.js';
-import * as settle from './operations/settle.js';
 import * as steps from './operations/steps.js';
 import * as waits from './operations/waits.js';
 import type { SqlRow } from './rows.js';
+
+/** Whether the store runs `spec` with these arguments in a transaction of its own. */
+export function needsTransaction<A extends unknown[]>(
+  spec: OpSpec<A, unknown>,
+  c: SqlEnv,
+  ...args: A
+): boolean {
+  return typeof spec.transaction === 'function' ? spec.transaction(c, ...args) : spec.transaction;
+}
+
+// ─── SqlJobStore ─────────────────────────────────────────────────────────────────────────────────
+/*
+ * `SqlJobStore`: the whole `JobStore` contract over a `Dialect` and an `Executor`, written once.
+ * A SQL store package (`@jobs/postgres`, `@jobs/mysql`, `@jobs/sqlite`, `@jobs/typeorm`, or a
+ * user's own for CockroachDB or libSQL) extends it with connection handling, notifications and
+ * driver quirks only.
+ *
+ * @example
+ * class LibsqlJobStore extends SqlJobStore {
+ *   constructor(client: Client) {
+ *     super({ label: 'libsql-store', name: 'libsql', dialect: sqliteDialect({ tablePrefix: 'jobs_' }),
+ *       executor: new LibsqlExecutor(client), capabilities: { notifications: false,
+ *       transactionalEnqueue: false, multiProcess: true } });
+ *   }
+ * }
+ */
 
 export interface SqlJobStoreOptions {
   /** The package that speaks in messages, e.g. `@jobs/postgres`. */
@@ -309,7 +326,7 @@ export class SqlJobStore implements JobStore {
   }
 
   now(): Promise<Date> {
-    return this.run('now', () => enqueue.now(this.context), { transaction: false });
+    return this.run('now', () => jobOps.now(this.context), { transaction: false });
   }
 
   /**
@@ -322,17 +339,17 @@ export class SqlJobStore implements JobStore {
     const tx = options?.tx ?? undefined;
     const inCallerTx = tx !== undefined && tx !== null;
     const env = this.enqueueEnv(inCallerTx);
-    const results = await this.run('enqueue', () => enqueue.enqueue(env, jobs), {
+    const results = await this.run('enqueue', () => jobOps.enqueue(env, jobs), {
       // As the dialect's `enqueue` says, and always when a key mode changes a holder (it is
       // locked, then changed or given a follow-up, in one transaction).
       transaction:
-        jobs.some(enqueue.changesHolder) ||
+        jobs.some(jobOps.changesHolder) ||
         needsTransaction(this.dialect.ops.enqueue, this.context, jobs),
       lockRetries: LOCK_RETRIES,
       ...(inCallerTx ? { tx } : {}),
     });
     if (!inCallerTx) this.enqueueCommitted(results);
-    const scopes = inCallerTx ? [] : enqueue.limitedScopes(jobs);
+    const scopes = inCallerTx ? [] : jobOps.limitedScopes(jobs);
     // Its own call: a retry of it must never insert the jobs again.
     if (scopes.length > 0) await this.rebalanceScopes(scopes).catch(() => 0);
     return results;
@@ -368,21 +385,21 @@ export class SqlJobStore implements JobStore {
    * (`@jobs/sqlite`'s `enqueueSync` inside the caller's better-sqlite3 transaction).
    */
   protected enqueueOperation(jobs: readonly NewJob[]): Operation<EnqueueResult[]> {
-    return enqueue.enqueue(this.context, jobs);
+    return jobOps.enqueue(this.context, jobs);
   }
 
   async acquire(request: AcquireRequest): Promise<Job[]> {
     // Where acquisition takes the one write lock, a plain read first says whether to take it.
     if (
       this.dialect.probeBeforeAcquire &&
-      !(await this.run('acquire', () => acquire.anyCandidate(this.context, request), {
+      !(await this.run('acquire', () => jobOps.anyCandidate(this.context, request), {
         transaction: false,
       }))
     ) {
       return [];
     }
     const token = randomUUID();
-    const rows = await this.run('acquire', () => acquire.acquire(this.context, request, token), {
+    const rows = await this.run('acquire', () => jobOps.acquire(this.context, request, token), {
       transaction: needsTransaction(this.dialect.ops.acquire, this.context, request, token),
       lockRetries: LOCK_RETRIES,
     });
@@ -399,9 +416,9 @@ export class SqlJobStore implements JobStore {
         transaction: needsTransaction(locked, c, request, token),
         lockRetries: LOCK_RETRIES,
       });
-      return this.noteScopes(acquire.toJobs(again));
+      return this.noteScopes(jobOps.toJobs(again));
     }
-    return this.noteScopes(acquire.toJobs(rows));
+    return this.noteScopes(jobOps.toJobs(rows));
   }
 
   /**
@@ -430,7 +447,7 @@ export class SqlJobStore implements JobStore {
       request.limit > 0 &&
       request.types.length > 0
     ) {
-      const keep = history.keepsCompleted(c);
+      const keep = jobOps.keepsCompleted(c);
       const result = await this.run(
         'completeAndAcquire',
         () => fused.run(c, valid, request, token, keep),
@@ -448,14 +465,14 @@ export class SqlJobStore implements JobStore {
     const result = await this.run(
       'completeAndAcquire',
       function* (): Operation<{ lost: string[]; rows: SqlRow[] }> {
-        const { lost } = done.length > 0 ? yield* settle.complete(c, done) : { lost: [] };
-        const rows = yield* acquire.acquire(c, request, token);
+        const { lost } = done.length > 0 ? yield* jobOps.complete(c, done) : { lost: [] };
+        const rows = yield* jobOps.acquire(c, request, token);
         return { lost, rows };
       },
       {
         transaction:
           needsTransaction(c.d.ops.acquire, c, request, token) ||
-          (done.length > 0 && needsTransaction(settle.completeOp(c), c, done)),
+          (done.length > 0 && needsTransaction(jobOps.completeOp(c), c, done)),
         lockRetries: LOCK_RETRIES,
       },
     );
@@ -484,7 +501,7 @@ export class SqlJobStore implements JobStore {
       const result = await work(handle);
       // The fence: the completion changes nothing unless this lease is still the job's, and
       // then the whole transaction rolls back, the handler's writes with it.
-      const { lost } = await run(settle.complete(this.context, [ref]));
+      const { lost } = await run(jobOps.complete(this.context, [ref]));
       if (lost.length > 0) throw new LockLostError(ref.id);
       return result;
     });
@@ -543,7 +560,7 @@ export class SqlJobStore implements JobStore {
     return this.afterSettle(
       [ref],
       this.run('sleep', () => waits.sleepHeld(this.context, ref, stepsJson, delayMs), {
-        transaction: settle.settleNeedsTransaction(this.context),
+        transaction: jobOps.settleNeedsTransaction(this.context),
         lockRetries: LOCK_RETRIES,
       }),
       false,
@@ -622,8 +639,8 @@ export class SqlJobStore implements JobStore {
   complete(jobs: readonly JobCompletion[]): Promise<SettleResult> {
     return this.afterSettle(
       jobs,
-      this.run('complete', () => settle.complete(this.context, jobs), {
-        transaction: needsTransaction(settle.completeOp(this.context), this.context, jobs),
+      this.run('complete', () => jobOps.complete(this.context, jobs), {
+        transaction: needsTransaction(jobOps.completeOp(this.context), this.context, jobs),
         lockRetries: LOCK_RETRIES,
       }),
     );
@@ -632,7 +649,7 @@ export class SqlJobStore implements JobStore {
   fail(failures: readonly JobFailure[]): Promise<SettleResult> {
     return this.afterSettle(
       failures,
-      this.run('fail', () => settle.fail(this.context, failures), {
+      this.run('fail', () => jobOps.fail(this.context, failures), {
         transaction: needsTransaction(this.dialect.ops.fail, this.context, failures),
         lockRetries: LOCK_RETRIES,
       }),
@@ -650,7 +667,7 @@ export class SqlJobStore implements JobStore {
     return this.afterSettle(
       jobs,
       this.run('deferJobs', () => rateLimits.deferJobs(this.context, jobs, delayMs), {
-        transaction: settle.settleNeedsTransaction(this.context),
+        transaction: jobOps.settleNeedsTransaction(this.context),
         lockRetries: LOCK_RETRIES,
       }),
     );
@@ -659,7 +676,7 @@ export class SqlJobStore implements JobStore {
   async release(jobs: readonly JobRef[]): Promise<SettleResult> {
     const result = await this.afterSettle(
       jobs,
-      this.run('release', () => settle.release(this.context, jobs), {
+      this.run('release', () => jobOps.release(this.context, jobs), {
         transaction: needsTransaction(this.dialect.ops.release, this.context, jobs),
         lockRetries: LOCK_RETRIES,
       }),
@@ -674,7 +691,7 @@ export class SqlJobStore implements JobStore {
     leaseMs: number,
     jobs: readonly LeaseRenewalRef[],
   ): Promise<RenewResult> {
-    return this.run('renewLeases', () => settle.renewLeases(this.context, owner, leaseMs, jobs), {
+    return this.run('renewLeases', () => jobOps.renewLeases(this.context, owner, leaseMs, jobs), {
       transaction: needsTransaction(this.dialect.ops.renew, this.context, owner, leaseMs, jobs),
       lockRetries: LOCK_RETRIES,
       purpose: 'heartbeat',
@@ -839,7 +856,7 @@ export class SqlJobStore implements JobStore {
   }
 
   nextDueAt(request: Omit<AcquireRequest, 'owner' | 'limit' | 'leaseMs'>): Promise<Date | null> {
-    return this.run('nextDueAt', () => acquire.nextDueAt(this.context, request), {
+    return this.run('nextDueAt', () => jobOps.nextDueAt(this.context, request), {
       transaction: false,
     });
   }
@@ -942,7 +959,7 @@ export class SqlJobStore implements JobStore {
   }
 
   protected getHistory(id: string): Promise<JobHistoryRecord | null> {
-    return this.run('getHistory', () => history.getHistory(this.context, id), {
+    return this.run('getHistory', () => jobOps.getHistory(this.context, id), {
       transaction: false,
     });
   }
@@ -954,19 +971,19 @@ export class SqlJobStore implements JobStore {
   ): Promise<boolean> {
     return this.run(
       'amendHistory',
-      () => history.amendHistory(this.context, id, resultJson, durationMs),
+      () => jobOps.amendHistory(this.context, id, resultJson, durationMs),
       { transaction: false, lockRetries: LOCK_RETRIES },
     );
   }
 
   protected listHistory(request: ListHistoryRequest): Promise<JobHistoryRecord[]> {
-    return this.run('listHistory', () => history.listHistory(this.context, request), {
+    return this.run('listHistory', () => jobOps.listHistory(this.context, request), {
       transaction: false,
     });
   }
 
   protected pruneHistory(retentionMs: number, limit: number): Promise<number | null> {
-    return this.run('pruneHistory', () => history.pruneHistory(this.context, retentionMs, limit), {
+    return this.run('pruneHistory', () => jobOps.pruneHistory(this.context, retentionMs, limit), {
       // PostgreSQL's lock is transaction-scoped; SQLite's transaction is the lock.
       transaction: true,
       lockRetries: LOCK_RETRIES,
@@ -1066,5 +1083,74 @@ export class SqlJobStore implements JobStore {
       transaction: true,
       lockRetries: LOCK_RETRIES,
     });
+  }
+}
+
+// ─── NotifyingSqlJobStore ────────────────────────────────────────────────────────────────────────
+/*
+ * The part of a store class every SQL store with wake-ups repeats: `subscribe` on its
+ * notifier (LISTEN/NOTIFY, `PRAGMA data_version`, a polled wake signal) and closing it with
+ * the store.
+ */
+
+/** Wakes subscribers when another connection or process may have made jobs acquirable. */
+export interface StoreNotifier {
+  /** Adds a subscriber; returns the function that removes it. */
+  subscribe(listener: () => void): () => void;
+  /** Stops waking anyone (the store is closing). */
+  close(): void | Promise<void>;
+  /** This process started an acquisition (a notifier that polls may pause meanwhile). */
+  acquiring?(): void;
+}
+
+/**
+ * A `SqlJobStore` whose `subscribe` wakes engines through `notifier`, which the subclass's
+ * constructor sets (after `super`, so it may read through the store's own `run`).
+ *
+ * @example
+ * class LibsqlJobStore extends NotifyingSqlJobStore {
+ *   protected readonly notifier: StoreNotifier;
+ *   constructor(client: Client) {
+ *     super({ label: 'libsql-store', name: 'libsql', dialect, executor, capabilities });
+ *     this.notifier = new ChangeWatcher(() => readVersion(client), 10);
+ *   }
+ * }
+ */
+export abstract class NotifyingSqlJobStore extends SqlJobStore {
+  protected abstract readonly notifier: StoreNotifier;
+
+  /** Calls `listener` when jobs may have been added elsewhere; returns the unsubscribe function. */
+  subscribe(listener: () => void): () => void {
+    if (this.closed) throw new StoreError(`[${this.label}] subscribe: the store is closed`);
+    return this.notifier.subscribe(listener);
+  }
+
+  /** Tells the notifier when acquisitions start (`acquire`, `completeAndAcquire`). */
+  protected override run<T>(
+    what: string,
+    make: () => Operation<T>,
+    options: Parameters<SqlJobStore['run']>[2],
+  ): Promise<T> {
+    if (what === 'acquire' || what === 'completeAndAcquire') this.notifier.acquiring?.();
+    return super.run(what, make, options);
+  }
+
+  /**
+   * A notifier for a database that pushes none (MySQL): reads the dialect's `wakeSignal`
+   * through this store every `intervalMs` while anyone subscribes.
+   */
+  protected watchWakeSignal(intervalMs: number): WakeSignalWatcher {
+    const signal = this.dialect.wakeSignal as Query;
+    const read = () =>
+      this.closed
+        ? null
+        : this.run('subscribe', () => readWakeSignal(signal), { transaction: false });
+    return new WakeSignalWatcher(read, intervalMs);
+  }
+
+  override async close(): Promise<void> {
+    if (this.closed) return;
+    // Side by side: each gives a silent server about a second before it destroys sockets.
+    await Promise.all([this.notifier.close(), super.close()]);
   }
 }

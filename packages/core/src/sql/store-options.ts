@@ -3,9 +3,9 @@
  * network stores (`@jobs/postgres`, `@jobs/mysql`, `@jobs/typeorm`) share, documented once.
  */
 import { ValidationError } from '../errors.js';
-import { assertKnownOptions, assertPositiveInteger } from '../store-support.js';
+import { assertKnownOptions, assertPositiveInteger } from '../rules.js';
 
-import type { ConnectionTimeouts } from './deadline.js';
+import type { ConnectionTimeouts } from './executor.js';
 
 /** Deadline options of a store whose database is behind a network (see `ConnectionTimeouts`). */
 export interface NetworkTimeoutOptions {

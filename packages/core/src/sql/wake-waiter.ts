@@ -14,11 +14,17 @@
  * nobody here can take wakes the subscribers once per wait, never in a loop.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { type ConnectionTimeouts, withDeadline } from './deadline.js';
-import { outcome, type Query, type QueryOutcome } from './executor.js';
-import type { StoreNotifier } from './notifying-store.js';
-import { destroySocket, type SocketHolder } from './pool-lifecycle.js';
+import {
+  type ConnectionTimeouts,
+  destroySocket,
+  outcome,
+  type Query,
+  type QueryOutcome,
+  type SocketHolder,
+  withDeadline,
+} from './executor.js';
 import type { SqlRow } from './rows.js';
+import type { StoreNotifier } from './sql-store.js';
 
 /** How one waiter runs statements on its own connection. */
 export interface WaitConnection {

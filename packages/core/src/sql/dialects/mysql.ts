@@ -16,7 +16,7 @@
  *   (see `insertKeyed`).
  */
 import { StoreError } from '../../errors.js';
-import { leaseStarts } from '../../rules/lease.js';
+import { leaseStarts, payloadJson } from '../../rules.js';
 import type {
   AcquireRequest,
   EnqueueResult,
@@ -26,7 +26,6 @@ import type {
   JobRef,
   NewJob,
 } from '../../store.js';
-import { payloadJson } from '../../store-support.js';
 import {
   acquisitionOrderBy,
   type Dialect,
@@ -41,12 +40,11 @@ import {
   tableBaseName,
 } from '../dialect.js';
 import type { Operation, Query } from '../executor.js';
-import { durationOf, HISTORY_PARTITION_MS, historyInsert } from '../history-rows.js';
 import { mysqlLockRetries } from '../lock-retries.js';
 import { loadMigrations } from '../migrate.js';
 import type { Migration } from '../migration.js';
 import { MIGRATION_FILES } from '../migrations/index.js';
-import { insertKeyed } from '../portable/keyed-insert.js';
+import { insertKeyed } from '../operations/jobs.js';
 import {
   completeLockThenDelete,
   recoverLockThenUpdate,
@@ -55,6 +53,9 @@ import {
   saveStepsTwoStep,
 } from '../portable/lock-then-write.js';
 import {
+  durationOf,
+  HISTORY_PARTITION_MS,
+  historyInsert,
   INSERT_JOB_COLUMNS,
   insertedJob,
   newJobValues,

@@ -1,21 +1,12 @@
 /**
- * PostgreSQL, for `@jobs/postgres` and `@jobs/typeorm` alike:
- * - the clock is `statement_timestamp()` (the database's time when a statement starts, also
- *   inside a longer transaction, where `now()` would be the transaction's start); due times
- *   written are cut to the millisecond, so a job enqueued "now" is due for the very next
- *   statement (the columns hold milliseconds, and rounding up would make it wait);
- * - hot-path statements take array parameters (`unnest($1::bigint[], $2::text[])`), so their
- *   text is the same whatever the batch size and a driver can prepare each once per
- *   connection;
- * - acquisition is one `FOR UPDATE SKIP LOCKED` statement that leaves exclusive jobs to a
- *   second, locked step (`acquireLimited`, per-scope advisory locks); `completeAndAcquire`
- *   deletes the finished batch in that same statement;
- * - enqueue inserts a whole batch, keyed or not, and sends its wake-up in one statement.
- * The statements of the members below are written with `$n` parameters (no `?`), which
- * `placeholders` leaves alone.
+ * The PostgreSQL dialect: its syntax, traits, migrations and hot-path statements, and the
+ * resumed walk of its acquisition (a walk that starts where the last one stopped when the head
+ * of the due index is slow to pass).
+ *
+ * Each section below keeps its own header.
  */
 import { monotonicNow } from '../../clock.js';
-import { leaseStarts } from '../../rules/lease.js';
+import { leaseStarts, payloadJson } from '../../rules.js';
 import type {
   AcquireRequest,
   EnqueueResult,
@@ -28,7 +19,6 @@ import type {
   RecoverResult,
   StepSave,
 } from '../../store.js';
-import { payloadJson } from '../../store-support.js';
 import {
   acquisitionOrderBy,
   type Dialect,
@@ -41,12 +31,14 @@ import {
   tableBaseName,
 } from '../dialect.js';
 import type { Operation, Query } from '../executor.js';
-import { durationOf, HISTORY_PARTITION_MS, historyInsert } from '../history-rows.js';
 import { loadMigrations } from '../migrate.js';
 import type { Migration } from '../migration.js';
 import { MIGRATION_FILES } from '../migrations/index.js';
-import { insertKeyed } from '../portable/keyed-insert.js';
+import { insertKeyed } from '../operations/jobs.js';
 import {
+  durationOf,
+  HISTORY_PARTITION_MS,
+  historyInsert,
   INSERT_JOB_COLUMNS,
   insertedJob,
   isLimited,
@@ -62,7 +54,24 @@ import {
 } from '../rows.js';
 import { scopeHeadIsFree } from '../scope-rule.js';
 import { driverCode } from './support.js';
-import { type ResumePoint, WalkResume } from './walk-resume.js';
+
+// ─── the dialect ─────────────────────────────────────────────────────────────────────────────────
+/*
+ * PostgreSQL, for `@jobs/postgres` and `@jobs/typeorm` alike:
+ * - the clock is `statement_timestamp()` (the database's time when a statement starts, also
+ *   inside a longer transaction, where `now()` would be the transaction's start); due times
+ *   written are cut to the millisecond, so a job enqueued "now" is due for the very next
+ *   statement (the columns hold milliseconds, and rounding up would make it wait);
+ * - hot-path statements take array parameters (`unnest($1::bigint[], $2::text[])`), so their
+ *   text is the same whatever the batch size and a driver can prepare each once per
+ *   connection;
+ * - acquisition is one `FOR UPDATE SKIP LOCKED` statement that leaves exclusive jobs to a
+ *   second, locked step (`acquireLimited`, per-scope advisory locks); `completeAndAcquire`
+ *   deletes the finished batch in that same statement;
+ * - enqueue inserts a whole batch, keyed or not, and sends its wake-up in one statement.
+ * The statements of the members below are written with `$n` parameters (no `?`), which
+ * `placeholders` leaves alone.
+ */
 
 export interface PostgresDialectOptions {
   /** Prefix of the store's table names. */
@@ -83,7 +92,7 @@ export interface PostgresDialectOptions {
   notifyChannel?: string;
   /**
    * Told (at most every 10 minutes) when acquisitions resume a slow walk after the last job
-   * leased (\`walk-resume.ts\`): a sign that something holds back vacuum.
+   * leased (the resumed walk below): a sign that something holds back vacuum.
    */
   onSlowWalks?: (message: string) => void;
 }
@@ -256,7 +265,7 @@ export function postgresDialect({
   const pickedFromHead = `picked AS (
     ${walk(PICKED_COLUMNS, '$2', matches())} FOR UPDATE OF j SKIP LOCKED)`;
   /**
-   * A walk resumed after the last job leased (\`walk-resume.ts\`), $at its priority and $at+1
+   * A walk resumed after the last job leased (the resumed walk below), $at its priority and $at+1
    * its due time (epoch ms), in acquisition order: the rows of higher priorities (\`ahead\`,
    * from the head of theirs), those of its priority from its due time on (\`resumed\`: priority
    * and due time are index conditions of \`jobs_acquire\`, so the walk starts there), then the
@@ -323,7 +332,7 @@ export function postgresDialect({
     ${walk('j.id', '$2', matches(), 'j.scope = ANY($10::text[]) AND ')} FOR UPDATE OF j SKIP LOCKED),
   ${lease()}
   SELECT * FROM acq`;
-  /** Where this store's walks resume (\`walk-resume.ts\`). */
+  /** Where this store's walks resume (the resumed walk below). */
   const walks = new WalkResume(
     monotonicNow,
     onSlowWalks
@@ -943,4 +952,177 @@ function decidedJob(job: NewJob, decided: SqlRow): Job {
     dueAt: readTime(decided.due_at),
     createdAt: readTime(decided.created_at),
   });
+}
+
+// ─── resumed walks ───────────────────────────────────────────────────────────────────────────────
+/*
+ * Resuming PostgreSQL's acquisition walk after the last job it leased, while walking from the
+ * head is slow (issue: long transactions beside the queue; `pnpm bench long-tx`).
+ *
+ * Every acquisition walks `jobs_acquire` from its head. A job leased or finished leaves its old
+ * row version's entry there until vacuum removes it, and while a transaction holds the server's
+ * xmin horizon (an idle `BEGIN` in a console, a REPEATABLE READ reader) nothing can be removed:
+ * each walk visits every row version dead since, so its cost grows with the jobs run since the
+ * horizon was taken, and throughput falls with it.
+ *
+ * So when a walk from the head was slow (`walkResumeTuning`: 25 ms, and 150 µs a job) for a full
+ * batch of at least `minResumeBatch` jobs, the next walks start where it ended: higher priorities from the
+ * head of theirs, then the priority of the last job it leased from that job's due time on — an
+ * index condition, so the dead entries before it are not visited — then lower priorities.
+ * The head is walked again after ten times its own last duration (within 0.1–5 s), and
+ * resuming stops as soon as it does not pay: a resumed walk that is not at least twice as fast
+ * per job as the last walk from the head (a machine slow for every statement, not a walk over
+ * dead entries).
+ *
+ * What it can cost: a job that became acquirable behind the resume point — of the same
+ * priority and due before it (enqueued by a transaction that committed late, given back) — waits
+ * for the next walk from the head: at most `headEveryMaxMs` (5 s). It never takes a job the walk
+ * from the head would not: same filters, same locks, same lease; it only starts later in the
+ * acquisition order. A quick walk from the head is never resumed.
+ */
+
+/**
+ * When walks resume. Tests lower `slowHeadMs`, `slowHeadMsPerJob` and `minResumeBatch` and raise
+ * `resumedCostAtMost` to make every walk resume, which a quick machine with few dead row
+ * versions never does.
+ */
+export const walkResumeTuning = {
+  /**
+   * A walk from the head slower than this (ms), and than `slowHeadMsPerJob` a job leased, for a
+   * full batch is resumed next time.
+   */
+  slowHeadMs: 25,
+  /**
+   * A statement that walks from the head and leases costs 15–90 µs a job on a busy 2-core
+   * machine; one that also visits the dead entries of the jobs run since a held horizon costs
+   * 150 µs a job after a minute of it, 600 µs after five.
+   */
+  slowHeadMsPerJob: 0.15,
+  /** The smallest full batch whose walk is resumed (a few jobs are never worth reordering). */
+  minResumeBatch: 100,
+  /** The head is walked again after this many times its last duration… */
+  headEveryFactor: 10,
+  /** …but never sooner than this (ms)… */
+  headEveryMinMs: 100,
+  /** …nor later: the longest a job behind the resume point waits for a walk from the head. */
+  headEveryMaxMs: 5_000,
+  /** A resumed walk goes on while it costs at most this share per job of the walk from the head. */
+  resumedCostAtMost: 0.5,
+};
+/** The least time between two `onResumed` calls of one store. */
+export const RESUMED_NOTICE_EVERY_MS = 10 * 60_000;
+/** Walks remembered per store: one per engine and filter. */
+const MAX_WALKS = 64;
+
+/** Where a resumed walk starts: the priority of the last job leased, and its due time. */
+export interface ResumePoint {
+  priority: number;
+  dueMs: number;
+}
+
+interface Walk {
+  /** When the last walk from the head ran (`now()`), how long it took, and the jobs it leased. */
+  headAt: number;
+  headMs: number;
+  headJobs: number;
+  from: ResumePoint | null;
+}
+
+/**
+ * What a store hears when a resumed walk has paid (at most every `RESUMED_NOTICE_EVERY_MS`): the
+ * last walk from the head, its ms and jobs, and the resumed one's.
+ */
+export type ResumedNotice = (
+  head: { ms: number; jobs: number },
+  resumed: { ms: number; jobs: number },
+) => void;
+
+/** The walks of one store (see the file comment). `now` is injectable for tests. */
+export class WalkResume {
+  private readonly walks = new Map<string, Walk>();
+  private noticedAt: number | null = null;
+
+  constructor(
+    private readonly now: () => number = monotonicNow,
+    private readonly onResumed: ResumedNotice | null = null,
+  ) {}
+
+  /** The walk an acquisition request belongs to: its engine and its filters. */
+  static keyOf(request: AcquireRequest): string {
+    return JSON.stringify([request.owner, request.types, request.queues, request.tenants]);
+  }
+
+  /** Where the next walk of `key` starts; null: from the head. */
+  from(key: string): ResumePoint | null {
+    const walk = this.walks.get(key);
+    if (!walk?.from) return null;
+    const { headEveryFactor, headEveryMinMs, headEveryMaxMs } = walkResumeTuning;
+    const every = Math.min(headEveryMaxMs, Math.max(headEveryMinMs, walk.headMs * headEveryFactor));
+    return this.now() - walk.headAt < every ? walk.from : null;
+  }
+
+  /**
+   * A walk from the head took `ms` and leased `leased` of the `limit` asked for. A slow one is
+   * resumed after its last job when it filled a batch of at least `minResumeBatch`; a slow one
+   * that came up short (it found every due job) keeps resuming walks already resumed, from its
+   * own last job if it leased any.
+   */
+  walkedHead(key: string, ms: number, leased: readonly SqlRow[], limit: number): void {
+    const before = this.walks.get(key);
+    if (!before && this.walks.size >= MAX_WALKS) this.walks.clear();
+    let from: ResumePoint | null = null;
+    const { slowHeadMs, slowHeadMsPerJob } = walkResumeTuning;
+    if (ms >= slowHeadMs && ms >= slowHeadMsPerJob * Math.max(1, leased.length)) {
+      if (leased.length === limit && limit >= walkResumeTuning.minResumeBatch) {
+        from = lastLeased(leased);
+      } else if (before?.from) {
+        from = lastLeased(leased) ?? before.from;
+      }
+    }
+    this.walks.set(key, {
+      headAt: this.now(),
+      headMs: ms,
+      headJobs: leased.length,
+      from,
+    });
+  }
+
+  /**
+   * A resumed walk took `ms` and leased `leased`: it goes on from its last job while it costs
+   * at most half as much per job as the last walk from the head. One that leased nothing
+   * (nothing due after the point) leaves the point where it is.
+   */
+  walkedOn(key: string, ms: number, leased: readonly SqlRow[]): void {
+    const walk = this.walks.get(key);
+    if (!walk || leased.length === 0) return;
+    const headMsPerJob = walk.headMs / Math.max(1, walk.headJobs);
+    const pays = ms / leased.length <= headMsPerJob * walkResumeTuning.resumedCostAtMost;
+    walk.from = pays ? lastLeased(leased) : null;
+    const now = this.now();
+    if (
+      pays &&
+      this.onResumed &&
+      (this.noticedAt === null || now - this.noticedAt >= RESUMED_NOTICE_EVERY_MS)
+    ) {
+      this.noticedAt = now;
+      this.onResumed({ ms: walk.headMs, jobs: walk.headJobs }, { ms, jobs: leased.length });
+    }
+  }
+}
+
+/**
+ * The last of `leased` in acquisition order (priority descending, then due time): the lowest
+ * priority, and of those the latest due time.
+ */
+function lastLeased(leased: readonly SqlRow[]): ResumePoint | null {
+  let last: ResumePoint | null = null;
+  for (const row of leased) {
+    const priority = Number(row.priority);
+    const dueMs = Number(row.due_at);
+    if (!Number.isFinite(priority) || !Number.isFinite(dueMs)) return null;
+    if (!last || priority < last.priority || (priority === last.priority && dueMs > last.dueMs)) {
+      last = { priority, dueMs };
+    }
+  }
+  return last;
 }

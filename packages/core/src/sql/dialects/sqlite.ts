@@ -7,8 +7,7 @@
  */
 import { type FSWatcher, watch } from 'node:fs';
 import { type Clock, systemClock } from '../../clock.js';
-import { type LeaseStartRule, leaseStarts } from '../../rules/lease.js';
-import { compareAcquisitionOrder } from '../../rules/order.js';
+import { compareAcquisitionOrder, type LeaseStartRule, leaseStarts } from '../../rules.js';
 import type {
   AcquireRequest,
   JobCompletion,
@@ -31,12 +30,13 @@ import {
   tableBaseName,
 } from '../dialect.js';
 import type { Operation, Query, QueryOutcome } from '../executor.js';
-import { durationOf, historyInsert } from '../history-rows.js';
 import { loadMigrations } from '../migrate.js';
 import type { Migration } from '../migration.js';
 import { MIGRATION_FILES } from '../migrations/index.js';
 import { enqueueRowByRow } from '../portable/enqueue-row-by-row.js';
 import {
+  durationOf,
+  historyInsert,
   INSERT_JOB_COLUMNS,
   type JobRowLayout,
   jobRowAt,
@@ -220,7 +220,7 @@ function leasedRow(found: unknown, lease: { owner: string; token: string }): Sql
   return row;
 }
 
-/** Leased rows in acquisition order (`rules/order.ts`). */
+/** Leased rows in acquisition order (`rules.ts`). */
 function inAcquisitionOrder(rows: readonly SqlRow[]): SqlRow[] {
   return rows
     .map((row) => ({

@@ -13,7 +13,7 @@ import { isJobId, marks } from '../dialect.js';
 import type { Operation } from '../executor.js';
 import { readTime, rowToJob } from '../rows.js';
 import type { SqlEnv } from './env.js';
-import { copyToHistory, keepsDeadletter } from './history.js';
+import { copyToHistory, keepsDeadletter } from './jobs.js';
 
 /** SET clause of a retry from the dead-letter area; parameters: 0 (ms from now), retries. */
 const REVIVE = (c: SqlEnv): string =>

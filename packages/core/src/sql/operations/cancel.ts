@@ -5,13 +5,13 @@
  * `cancelHeld`. `complete` and `fail` leave flagged jobs alone (`notCancelled`), so a job ends
  * either completed (the completion committed first) or cancelled, never both.
  */
-import { keepsOutcome } from '../../history.js';
+import { keepsOutcome } from '../../rules.js';
 import type { CancelOutcome, JobCompletion, SettleResult } from '../../store.js';
 import { isJobId } from '../dialect.js';
 import type { Operation } from '../executor.js';
-import { durationOf } from '../history-rows.js';
+import { durationOf } from '../rows.js';
 import type { SqlEnv } from './env.js';
-import { copyToHistory } from './history.js';
+import { copyToHistory } from './jobs.js';
 
 /** Locks the row a read returns until the transaction ends, where writers are not serialised anyway. */
 function lockSuffix(c: SqlEnv): string {

@@ -9,8 +9,8 @@
 import type { EnqueueResult, NewJob } from '../../store.js';
 import { marks } from '../dialect.js';
 import type { Operation } from '../executor.js';
-import { enqueue, fromFollowup } from './enqueue.js';
 import type { SqlEnv } from './env.js';
+import { enqueue, fromFollowup } from './jobs.js';
 
 /** Follow-ups at most released per call. */
 export const FOLLOWUP_BATCH = 100;

@@ -9,9 +9,8 @@ import type { JobRef, RateTokenGrant, RateTokenRequest, SettleResult } from '../
 import { marks } from '../dialect.js';
 import type { Operation } from '../executor.js';
 import type { SqlRow } from '../rows.js';
-import { now } from './enqueue.js';
 import type { SqlEnv } from './env.js';
-import { settle } from './settle.js';
+import { now, settle } from './jobs.js';
 
 const readWindow = (row: SqlRow): RateWindow => ({
   startMs: Number(row.start_ms),

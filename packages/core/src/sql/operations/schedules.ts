@@ -12,8 +12,8 @@ import type {
 } from '../../store.js';
 import type { Operation } from '../executor.js';
 import { rowToSchedule } from '../rows.js';
-import { enqueue } from './enqueue.js';
 import type { SqlEnv } from './env.js';
+import { enqueue } from './jobs.js';
 
 export function* getSchedule(c: SqlEnv, name: string): Operation<ScheduleRecord | null> {
   const row = (yield {

@@ -8,7 +8,7 @@ import { LockLostError, StoreError } from '../../errors.js';
 import type { JobRef } from '../../store.js';
 import type { Operation } from '../executor.js';
 import type { SqlEnv } from './env.js';
-import { notCancelled, settle } from './settle.js';
+import { notCancelled, settle } from './jobs.js';
 import { saveSteps } from './steps.js';
 
 /** `StoreWaits.sleep`: true when the job held with `ref`'s token now waits with its steps. */

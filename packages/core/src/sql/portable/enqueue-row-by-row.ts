@@ -7,9 +7,8 @@ import { StoreError } from '../../errors.js';
 import type { EnqueueResult, NewJob } from '../../store.js';
 import type { OpSpec, SqlEnv } from '../dialect.js';
 import type { Operation, Query } from '../executor.js';
-import { now } from '../operations/enqueue.js';
+import { insertKeyed, now } from '../operations/jobs.js';
 import { insertedJob, newJobValues, rowToJob, type SqlRow, type SqlValue } from '../rows.js';
-import { insertKeyed } from './keyed-insert.js';
 
 /** Rows per multi-row insert: well under every driver's parameter limit (SQLite: 32,766). */
 const INSERT_CHUNK = 500;

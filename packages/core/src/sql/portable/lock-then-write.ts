@@ -13,12 +13,7 @@ import type {
 } from '../../store.js';
 import { marks, type OpSpec, type RenewAnswer, type SqlEnv } from '../dialect.js';
 import type { Operation } from '../executor.js';
-import {
-  notCancelled,
-  SETTLE_CHUNK,
-  settle,
-  settleNeedsTransaction,
-} from '../operations/settle.js';
+import { notCancelled, SETTLE_CHUNK, settle, settleNeedsTransaction } from '../operations/jobs.js';
 import { LEASE_EXPIRED_MESSAGE, readBool, recoverResult } from '../rows.js';
 
 /** The ids of `refs` not among `lost`. */

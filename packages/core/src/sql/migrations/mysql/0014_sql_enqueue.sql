@@ -253,7 +253,7 @@ proc: BEGIN
     END IF;
     SET v_timeout = CAST(JSON_UNQUOTE(JSON_EXTRACT(v_options, '$.timeoutMs')) AS SIGNED);
   END IF;
-  -- Due time and state as the store writes them (rules/due.ts).
+  -- Due time and state as the store writes them (rules.ts).
   SET v_due = TIMESTAMPADD(MICROSECOND, v_delay * 1000, IFNULL(v_run_at, v_now));
   SET v_state = IF(v_due > v_now, 'timer', 'async');
   IF v_key IS NOT NULL AND v_mode <> 'keep' THEN

@@ -223,7 +223,7 @@ BEGIN
     END IF;
   END IF;
 
-  -- Due time and state as the store writes them (rules/due.ts).
+  -- Due time and state as the store writes them (rules.ts).
   v_due := coalesce(v_run_at, date_trunc('milliseconds', v_now)) + v_delay * interval '1 millisecond';
   v_state := CASE WHEN v_due > v_now THEN 'timer' ELSE 'async' END;
 
