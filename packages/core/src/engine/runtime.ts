@@ -202,7 +202,7 @@ export class ErrorStreaks {
  * A job moves from `buffered`/`starting` to `running` only while its local lease deadline is
  * ahead (`sent + leaseMs − margin` on this process's monotonic clock, `leaseMargin`), so a late
  * acquisition answer or a stalled process never starts a lease that may have lapsed. Other
- * parts of the engine ask this module; only it assigns `phase`.
+ * parts of the engine ask `HeldJobs`; only it assigns `phase`.
  */
 
 /**
@@ -858,7 +858,7 @@ async function writeJobs(
 /*
  * Rate limits (DESIGN invariant 19): a type's `rateLimit: { max, perMs, key? }` allows at most
  * `max` starts per `perMs` window per key, across every engine on the store. The windows are the
- * store's (`JobStore.takeRateTokens`, rule in `rate-window.ts`); this part asks them.
+ * store's (`JobStore.takeRateTokens`, rule in `rate-window.ts`); `RateLimits` asks them.
  *
  * Right after an acquisition, before anything starts: the acquired jobs of limited types take
  * starts from their keys' windows in one store call; those the windows refuse go back waiting,
