@@ -327,7 +327,10 @@ function jsonCopy(value: unknown): unknown {
 
 /** Deepest nesting of a payload every store's JSON column holds (MySQL's limit is 100). */
 export const MAX_PAYLOAD_DEPTH = 64;
-/** The same, but a JSON string may hold tab, newline and carriage return. */
+/**
+ * Like `UNSTORABLE_IN_NAME` (`engine/validate.ts`), but a JSON string may hold tab, newline and
+ * carriage return.
+ */
 export const UNSTORABLE_IN_JSON =
   // biome-ignore lint/suspicious/noControlCharactersInRegex: these are what it finds
   /[\u0000-\u0008\u000b\u000c\u000e-\u001f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
