@@ -1,7 +1,7 @@
 /**
- * When PostgreSQL's acquisition walk resumes after the last job it leased (`dialects/postgres.ts`), on
- * an injected clock: what the SQL store sends is checked on a real server in
- * `packages/postgres/test/walk-resume.test.ts`.
+ * When PostgreSQL's acquisition walk resumes after the last job it leased
+ * (`sql/dialects/postgres.ts`), on an injected clock: what the SQL store sends is checked on a
+ * real server in `packages/postgres/test/walk-resume.test.ts`.
  */
 import { describe, expect, it } from 'vitest';
 import type { AcquireRequest } from '../src/index.js';

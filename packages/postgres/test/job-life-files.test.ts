@@ -3,8 +3,8 @@
  * — measured, not counted by hand: V8's precise coverage (`node:inspector`) records which
  * functions ran while one job went through a warmed-up engine, and the test counts the files of
  * `@jobs/core` and `@jobs/postgres` they are in (at most 15, so a reader follows a job through a
- * few files). Type-only files run nothing and do not count, nor do constants read from a file. The lease is long, so no renewal or
- * lease recovery falls inside the measured run.
+ * few files). Type-only files run nothing and do not count, nor do constants read from a file.
+ * The lease is long, so no renewal or lease recovery falls inside the measured run.
  */
 import { Session } from 'node:inspector/promises';
 import { JobEngine } from '@jobs/core';
