@@ -67,15 +67,6 @@ import * as steps from './operations/steps.js';
 import * as waits from './operations/waits.js';
 import type { SqlRow } from './rows.js';
 
-/** Whether the store runs `spec` with these arguments in a transaction of its own. */
-export function needsTransaction<A extends unknown[]>(
-  spec: OpSpec<A, unknown>,
-  c: SqlEnv,
-  ...args: A
-): boolean {
-  return typeof spec.transaction === 'function' ? spec.transaction(c, ...args) : spec.transaction;
-}
-
 // ─── SqlJobStore ─────────────────────────────────────────────────────────────────────────────────
 /*
  * `SqlJobStore`: the whole `JobStore` contract over a `Dialect` and an `Executor`, written once.
@@ -92,6 +83,15 @@ export function needsTransaction<A extends unknown[]>(
  *   }
  * }
  */
+
+/** Whether the store runs `spec` with these arguments in a transaction of its own. */
+export function needsTransaction<A extends unknown[]>(
+  spec: OpSpec<A, unknown>,
+  c: SqlEnv,
+  ...args: A
+): boolean {
+  return typeof spec.transaction === 'function' ? spec.transaction(c, ...args) : spec.transaction;
+}
 
 export interface SqlJobStoreOptions {
   /** The package that speaks in messages, e.g. `@jobs/postgres`. */
