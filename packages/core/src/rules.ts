@@ -710,14 +710,16 @@ export class StoreSubscribers {
   }
 }
 
+/** JSON as a driver returns it — text, a `Buffer` or already parsed — parsed. */
+export function readStoredJson(value: unknown): unknown {
+  if (typeof value === 'string') return JSON.parse(value);
+  if (Buffer.isBuffer(value)) return JSON.parse(value.toString('utf8'));
+  return value;
+}
+
 /** A job's log as stored (JSON `[{ at: epoch ms, message }]`, text or parsed) as `JobLogLine`s. */
 export function readLogs(value: unknown): JobLogLine[] {
-  const lines =
-    typeof value === 'string'
-      ? JSON.parse(value)
-      : Buffer.isBuffer(value)
-        ? JSON.parse(value.toString('utf8'))
-        : value;
+  const lines = readStoredJson(value);
   if (!Array.isArray(lines)) return [];
   return lines.map((line: { at: number; message: string }) => ({
     at: new Date(line.at),
@@ -751,12 +753,7 @@ export function assertIdentifier(
  */
 export function readSteps(value: unknown): JobStep[] {
   if (value === null || value === undefined) return [];
-  const steps =
-    typeof value === 'string'
-      ? JSON.parse(value)
-      : Buffer.isBuffer(value)
-        ? JSON.parse(value.toString('utf8'))
-        : value;
+  const steps = readStoredJson(value);
   if (!Array.isArray(steps)) return [];
   return steps.map((step: { name: string; result: unknown; at: number; durationMs: number }) => ({
     name: String(step.name),

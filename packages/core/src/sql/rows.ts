@@ -10,6 +10,7 @@ import {
   payloadJson,
   readLogs,
   readSteps,
+  readStoredJson,
   takeCheckedPayload,
   type WrittenJobFacts,
   writtenJob,
@@ -284,12 +285,6 @@ function readInt(value: unknown): number {
   return typeof value === 'number' ? value : Number(value);
 }
 
-function readJson(value: unknown): unknown {
-  if (typeof value === 'string') return JSON.parse(value);
-  if (Buffer.isBuffer(value)) return JSON.parse(value.toString('utf8'));
-  return value;
-}
-
 function readString(value: unknown): string | null {
   if (value === null || value === undefined) return null;
   return typeof value === 'string' ? value : String(value);
@@ -303,7 +298,7 @@ export function rowToJob(row: SqlRow): Job {
   return {
     id: String(row.id),
     type: String(row.type),
-    payload: readJson(row.payload),
+    payload: readStoredJson(row.payload),
     state: String(row.state) as JobState,
     priority: readInt(row.priority),
     dueAt: readTime(row.due_at),
@@ -324,7 +319,7 @@ export function rowToJob(row: SqlRow): Job {
     retryPolicy:
       row.retry_policy === null || row.retry_policy === undefined
         ? null
-        : (readJson(row.retry_policy) as RetryPolicy),
+        : (readStoredJson(row.retry_policy) as RetryPolicy),
     suspendedFrom: readString(row.suspended_from) as Job['suspendedFrom'],
     schedule: readString(row.schedule_name),
     occurrence: readOptionalTime(row.occurrence),
@@ -335,8 +330,9 @@ export function rowToJob(row: SqlRow): Job {
     meta:
       row.meta === null || row.meta === undefined
         ? null
-        : (readJson(row.meta) as Record<string, string>),
-    progress: row.progress === null || row.progress === undefined ? null : readJson(row.progress),
+        : (readStoredJson(row.meta) as Record<string, string>),
+    progress:
+      row.progress === null || row.progress === undefined ? null : readStoredJson(row.progress),
     cancelRequested: readBool(row.cancel_requested),
     // Written by acquisitions and renewals; meaningful only while the job is running.
     startedAt: row.state === 'running' ? readOptionalTime(row.started_at) : null,
@@ -351,7 +347,7 @@ export function rowToJob(row: SqlRow): Job {
 export function rowToSchedule(row: SqlRow): ScheduleRecord {
   return {
     name: String(row.name),
-    spec: readJson(row.spec),
+    spec: readStoredJson(row.spec),
     nextAt: readOptionalTime(row.next_at),
     paused: readBool(row.paused),
     pendingMisfire: readBool(row.pending_misfire),
