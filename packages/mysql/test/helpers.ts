@@ -9,6 +9,14 @@ import { MysqlJobStore, type MysqlJobStoreOptions } from '../src/index.js';
 
 export const MYSQL_URL = process.env.JOBS_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
 
+/**
+ * How long the helpers' own connections (creating, emptying and dropping test databases) wait
+ * for the server's greeting. On a loaded 2-core CI machine MariaDB has taken over mysql2's default
+ * 10 s to greet one (`connect ETIMEDOUT` in a file's teardown, every test of it passed); the
+ * stores under test keep their own, shorter deadlines.
+ */
+export const HELPER_CONNECT_TIMEOUT_MS = 60_000;
+
 /** True when the server answers. Under CI=true an unreachable server fails the run. */
 export async function mysqlReachable(): Promise<boolean> {
   try {
@@ -37,7 +45,11 @@ export async function sql(
   text: string,
   values: unknown[] = [],
 ): Promise<Record<string, unknown>[]> {
-  const connection = await mysql.createConnection({ uri: MYSQL_URL, dateStrings: true });
+  const connection = await mysql.createConnection({
+    uri: MYSQL_URL,
+    dateStrings: true,
+    connectTimeout: HELPER_CONNECT_TIMEOUT_MS,
+  });
   try {
     const [rows] = await connection.query(text, values);
     return rows as Record<string, unknown>[];
@@ -79,7 +91,11 @@ export async function emptyTables(
   tablePrefix: string,
   version: number,
 ): Promise<boolean> {
-  const connection = await mysql.createConnection({ uri: MYSQL_URL, database });
+  const connection = await mysql.createConnection({
+    uri: MYSQL_URL,
+    database,
+    connectTimeout: HELPER_CONNECT_TIMEOUT_MS,
+  });
   try {
     const migrations = `${tablePrefix}jobs_migrations`;
     const found = await connection.query(`SELECT MAX(version) AS v FROM \`${migrations}\``).then(

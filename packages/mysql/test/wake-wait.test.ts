@@ -12,7 +12,7 @@ import { waiterPrefix } from '@jobs/core/sql';
 import mysql from 'mysql2/promise';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { MysqlJobStore } from '../src/index.js';
-import { MYSQL_URL, reachable, TestDatabase } from './helpers.js';
+import { HELPER_CONNECT_TIMEOUT_MS, MYSQL_URL, reachable, TestDatabase } from './helpers.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -39,7 +39,10 @@ let watcher: mysql.Connection | undefined;
 
 /** Waiters on `store`'s tables sleeping on the server now. */
 async function sleepers(store: MysqlJobStore, db: string): Promise<number> {
-  watcher ??= await mysql.createConnection({ uri: MYSQL_URL });
+  watcher ??= await mysql.createConnection({
+    uri: MYSQL_URL,
+    connectTimeout: HELPER_CONNECT_TIMEOUT_MS,
+  });
   const prefix = waiterPrefix(store.tables.jobs);
   const [rows] = await watcher.query(
     `SELECT count(*) AS n FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND DB = ?`,
